@@ -1,0 +1,287 @@
+"""crawl, status, failed, retry, export."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import json
+import sys
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import IO, Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from crashsafe.cli.options import db_option, fmt_seconds, open_db
+from crashsafe.crawl.engine import Crawler, CrawlResult
+from crashsafe.crawl.loader import load_spider
+from crashsafe.crawl.settings import CrawlSettings
+from crashsafe.errors import ConfigError
+from crashsafe.store import CrawlStats, Store, StoredRecord
+
+INTERRUPTED = "Interrupted: run the same command again to resume."
+
+
+def parse_sets(pairs: Iterable[str]) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {pair!r}: use --set name=value")
+        settings[name.strip()] = CrawlSettings.parse_value(name.strip(), value.strip())
+    return settings
+
+
+def summary(result: CrawlResult) -> str:
+    s = result.stats
+    return (
+        f"{s.crawl}: {s.done:,} pages done, {s.failed:,} failed, {s.records:,} records; "
+        f"{s.requests:,} requests ({s.retries:,} retries, {s.repeated:,} repeated after "
+        f"crashes); {fmt_seconds(result.elapsed)}"
+    )
+
+
+def report_result(result: CrawlResult, db_url: str) -> None:
+    """Print how the run ended and exit accordingly."""
+    click.echo(summary(result), err=True)
+    if result.stats.failed:
+        click.echo(
+            f"{result.stats.failed} URL(s) failed: see `crashsafe failed --db {db_url}`, "
+            f"re-queue with `crashsafe retry --db {db_url}`.",
+            err=True,
+        )
+    if result.interrupted:
+        click.echo(INTERRUPTED, err=True)
+        sys.exit(130)
+
+
+@click.command()
+@click.argument("spider")
+@db_option()
+@click.option("--concurrency", type=click.IntRange(min=1), help="Pages in flight (default 16).")
+@click.option("--lease-seconds", type=click.FloatRange(min=0.1), help="Lease length (default 60).")
+@click.option("--max-attempts", type=click.IntRange(min=1), help="Fetches before a URL fails.")
+@click.option("--start-url", "start_urls", multiple=True, help="Replace the spider's start_urls.")
+@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="Any crawl setting.")
+@click.option("--no-progress", is_flag=True, help="No live progress line.")
+def crawl(
+    spider: str,
+    db_url: str,
+    concurrency: int | None,
+    lease_seconds: float | None,
+    max_attempts: int | None,
+    start_urls: tuple[str, ...],
+    sets: tuple[str, ...],
+    no_progress: bool,
+) -> None:
+    """Crawl with SPIDER (path/file.py[:Class] or module:Class) until nothing is left.
+
+    Kill it at any moment and run the same command again: it resumes, and every record
+    ends up stored exactly once.
+    """
+    spider_cls = load_spider(spider)
+    overrides = parse_sets(sets)
+    for name, value in (
+        ("concurrency", concurrency),
+        ("lease_seconds", lease_seconds),
+        ("max_attempts", max_attempts),
+    ):
+        if value is not None:
+            overrides[name] = value
+    settings = spider_cls.crawl_settings(**overrides)
+    store = open_db(db_url)
+    try:
+        crawler = Crawler(
+            spider_cls(),
+            store,
+            settings=settings,
+            start_urls=list(start_urls) or None,
+            progress=not no_progress and sys.stderr.isatty(),
+        )
+        result = asyncio.run(crawler.run())
+    finally:
+        store.close()
+    report_result(result, db_url)
+
+
+def stats_table(rows: list[CrawlStats]) -> Table:
+    table = Table(title="crawls")
+    cols = ["crawl", "pending", "leased", "done", "failed", "records", "lease grants"]
+    cols += ["requests", "retries", "repeated", "requests/record"]
+    for col in cols:
+        table.add_column(col, justify="left" if col == "crawl" else "right")
+    for s in rows:
+        rpr = f"{s.requests_per_record:.3f}" if s.requests_per_record is not None else "-"
+        table.add_row(
+            s.crawl,
+            *(f"{v:,}" for v in (s.pending, s.leased, s.done, s.failed, s.records)),
+            *(f"{v:,}" for v in (s.lease_grants, s.requests, s.retries, s.repeated)),
+            rpr,
+        )
+    return table
+
+
+def _crawl_names(store: Store, crawl: str | None) -> list[str]:
+    names = store.crawls()
+    if crawl is not None:
+        if crawl not in names:
+            raise ConfigError(f"no crawl named {crawl!r} in {store.url}; it has: {names or 'none'}")
+        return [crawl]
+    return names
+
+
+@click.command()
+@db_option()
+@click.option("--crawl", "crawl_name", help="Only this crawl.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status(db_url: str, crawl_name: str | None, as_json: bool) -> None:
+    """Per crawl: URLs by state, records, lease grants, requests and repeats."""
+    store = open_db(db_url)
+    try:
+        rows = [store.stats(name) for name in _crawl_names(store, crawl_name)]
+    finally:
+        store.close()
+    if as_json:
+        out = []
+        for s in rows:
+            item = {k: getattr(s, k) for k in s.__dataclass_fields__}
+            item["known"], item["requests_per_record"] = s.known, s.requests_per_record
+            out.append(item)
+        click.echo(json.dumps(out, indent=2))
+    elif not rows:
+        click.echo(f"no crawls in {db_url}")
+    else:
+        Console().print(stats_table(rows))
+
+
+@click.command()
+@db_option()
+@click.option("--crawl", "crawl_name", help="Only this crawl.")
+@click.option("--full", is_flag=True, help="Show whole errors (tracebacks).")
+def failed(db_url: str, crawl_name: str | None, full: bool) -> None:
+    """List URLs in the dead letter, with their last error."""
+    store = open_db(db_url)
+    try:
+        _crawl_names(store, crawl_name)
+        rows = store.failed(crawl_name)
+    finally:
+        store.close()
+    if not rows:
+        click.echo("no failed URLs")
+        return
+    for row in rows:
+        error = (row.error or "").strip()
+        if not full:
+            error = error.splitlines()[-1] if error else ""
+        status_text = row.http_status if row.http_status is not None else "-"
+        click.echo(f"{row.crawl}\t{row.url}\tattempts={row.attempts}\tstatus={status_text}")
+        if error:
+            click.echo("    " + error.replace("\n", "\n    "))
+    click.echo(f"{len(rows)} failed URL(s); `crashsafe retry --db {db_url}` re-queues them.")
+
+
+@click.command()
+@db_option()
+@click.option("--crawl", "crawl_name", help="Only this crawl.")
+def retry(db_url: str, crawl_name: str | None) -> None:
+    """Put failed URLs back in the queue; the next `crashsafe crawl` fetches them."""
+    store = open_db(db_url)
+    try:
+        _crawl_names(store, crawl_name)
+        n = store.retry_failed(crawl_name)
+    finally:
+        store.close()
+    click.echo(f"re-queued {n} URL(s); run the crawl command again to fetch them.")
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+
+
+def parse_since(text: str | None) -> float:
+    if not text:
+        return 0.0
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(f"--since {text!r}: use an ISO time like 2026-11-30T08:00:00Z") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
+def _record_dict(r: StoredRecord) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "crawl": r.crawl,
+        "source": r.source,
+        "key": r.key,
+        "url": r.url,
+        "version": r.version,
+        "first_seen": _iso(r.first_seen),
+        "last_changed": _iso(r.last_changed),
+        "data": r.data,
+    }
+
+
+def write_jsonl(records: Iterable[StoredRecord], out: IO[str]) -> int:
+    n = 0
+    for r in records:
+        out.write(json.dumps(_record_dict(r), ensure_ascii=False) + "\n")
+        n += 1
+    return n
+
+
+def write_csv(store: Store, crawl: str | None, since: float, out: IO[str]) -> int:
+    fields: dict[str, None] = {}
+    for r in store.iter_records(crawl, since=since):  # first pass: the union of data keys
+        if isinstance(r.data, dict):
+            fields.update(dict.fromkeys(r.data))
+    head = ["id", "crawl", "source", "key", "url", "version", "first_seen", "last_changed"]
+    writer = csv.writer(out)
+    writer.writerow(head + [f for f in fields if f not in head])
+    n = 0
+    for r in store.iter_records(crawl, since=since):
+        row = _record_dict(r)
+        data = r.data if isinstance(r.data, dict) else {"data": r.data}
+        cells = [row[h] for h in head]
+        for f in fields:
+            if f in head:
+                continue
+            v = data.get(f)
+            cells.append(json.dumps(v) if isinstance(v, dict | list) else v)
+        writer.writerow(cells)
+        n += 1
+    return n
+
+
+@click.command()
+@db_option()
+@click.option("--crawl", "crawl_name", help="Only this crawl.")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="File (default stdout).")
+@click.option("--since", help="Only records changed at or after this ISO time.")
+def export(
+    db_url: str, crawl_name: str | None, fmt: str, output: str | None, since: str | None
+) -> None:
+    """Write stored records as JSON Lines or CSV."""
+    since_ts = parse_since(since)
+    store = open_db(db_url)
+    try:
+        _crawl_names(store, crawl_name)
+        with (
+            open(output, "w", encoding="utf-8", newline="")
+            if output
+            else contextlib.nullcontext(click.get_text_stream("stdout"))
+        ) as out:
+            if fmt == "jsonl":
+                n = write_jsonl(store.iter_records(crawl_name, since=since_ts), out)
+            else:
+                n = write_csv(store, crawl_name, since_ts, out)
+    finally:
+        store.close()
+    if output:
+        click.echo(f"wrote {n} record(s) to {output}", err=True)

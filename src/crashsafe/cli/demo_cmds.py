@@ -1,0 +1,151 @@
+"""demo-site and demo: the demo shop, and a whole crawl of it in one command."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+import urllib.request
+from pathlib import Path
+
+import click
+
+from crashsafe.cli.crawl_cmds import report_result, summary
+from crashsafe.cli.options import fmt_seconds
+from crashsafe.crawl.engine import Crawler
+from crashsafe.demo.shop import Shop, ShopOptions, ShopThread, serve
+from crashsafe.demo.spider import DemoShop
+from crashsafe.errors import ConfigError
+from crashsafe.store import open_store
+
+
+def shop_options(f: click.decorators.FC) -> click.decorators.FC:
+    for option in reversed(
+        [
+            click.option("--listings", default=25, show_default=True, type=click.IntRange(1)),
+            click.option("--per-listing", default=20, show_default=True, type=click.IntRange(1)),
+            click.option("--latency-ms", default=0.0, show_default=True, type=click.FloatRange(0)),
+            click.option(
+                "--error-rate", default=0.0, show_default=True, type=click.FloatRange(0, 1)
+            ),
+            click.option("--seed", default=0, show_default=True, type=int),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+@click.command("demo-site")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@shop_options
+def demo_site(
+    port: int, listings: int, per_listing: int, latency_ms: float, error_rate: float, seed: int
+) -> None:
+    """Serve the demo shop on 127.0.0.1 until Ctrl-C.
+
+    Listing pages /list/N link their products and the next listing; /stats counts the
+    requests the server saw; /catalogue is the ground truth.
+    """
+    options = ShopOptions(listings, per_listing, latency_ms, error_rate, seed)
+
+    async def main() -> None:
+        try:
+            runner, bound = await serve(Shop(options), port=port)
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from exc
+        click.echo(
+            f"demo shop: http://127.0.0.1:{bound}/list/0  ({options.products} products, "
+            f"{options.pages} pages; stats at /stats). Ctrl-C stops it.",
+            err=True,
+        )
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        click.echo("demo shop stopped.", err=True)
+
+
+@click.command()
+@click.option("--db", "db_path", default="crashsafe-demo.db", show_default=True,
+              type=click.Path(dir_okay=False), help="SQLite file to crawl into.")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535),
+              help="Port of the in-process demo shop (keep it to resume a killed demo).")
+@click.option("--fresh", is_flag=True, help="Delete the demo database first.")
+@click.option("--concurrency", default=16, show_default=True, type=click.IntRange(1))
+@click.option("--no-progress", is_flag=True)
+@shop_options
+def demo(
+    db_path: str,
+    port: int,
+    fresh: bool,
+    concurrency: int,
+    no_progress: bool,
+    listings: int,
+    per_listing: int,
+    latency_ms: float,
+    error_rate: float,
+    seed: int,
+) -> None:
+    """Crawl the demo shop (started in-process) into an SQLite file and check the result.
+
+    Kill it (Ctrl-C, or kill -9) and run it again: it resumes where it was.
+    """
+    path = Path(db_path)
+    if fresh:
+        path.unlink(missing_ok=True)
+        for suffix in ("-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        shutil.rmtree(f"{path}-workers", ignore_errors=True)
+    options = ShopOptions(listings, per_listing, latency_ms, error_rate, seed)
+    try:
+        site = ShopThread(options, port=port).__enter__()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot start the demo shop on 127.0.0.1:{port} ({exc.strerror}): pass --port"
+        ) from exc
+    try:
+        click.echo(f"demo shop at {site.url}/list/0; crawling into {path}", err=True)
+        store = open_store(f"sqlite:///{path}")
+        try:
+            spider = DemoShop()
+            crawler = Crawler(
+                spider,
+                store,
+                settings=spider.crawl_settings(concurrency=concurrency),
+                start_urls=[f"{site.url}/list/0"],
+                progress=not no_progress and sys.stderr.isatty(),
+            )
+            result = asyncio.run(crawler.run())
+            records = {r.key: r.data for r in store.iter_records(spider.name)}
+        finally:
+            store.close()
+        with urllib.request.urlopen(f"{site.url}/catalogue", timeout=10) as resp:
+            catalogue = json.load(resp)
+        server = site.shop.snapshot()
+    finally:
+        site.__exit__(None, None, None)
+    if result.interrupted:
+        report_result(result, f"sqlite:///{path}")
+    wrong = sum(
+        1
+        for k, p in catalogue.items()
+        if k in records and records[k] != {"name": p["name"], "price": p["price"]}
+    )
+    missing = len(set(catalogue) - set(records))
+    click.echo(summary(result))
+    click.echo(
+        f"records: {len(records)} stored for {len(catalogue)} products, {wrong} wrong, "
+        f"{missing} missing"
+    )
+    click.echo(
+        f"this run: the shop counted {server['requests']} page requests "
+        f"({server['repeated']} repeated) in {fmt_seconds(result.elapsed)}"
+    )
+    click.echo(f"inspect: crashsafe status --db sqlite:///{path}")
+    if wrong or missing:
+        sys.exit(1)

@@ -1,0 +1,284 @@
+"""The crawl loop: lease → fetch → parse → commit, with group commit and graceful stop.
+
+One worker process runs one :class:`Crawler`. It leases at most ``concurrency`` URLs at
+a time and a page keeps its slot until its transaction has committed, so a kill repeats
+at most ``concurrency`` pages. The store runs on one dedicated thread; the committer
+task gathers every page that finished while the previous commit was running into the
+next transaction (group commit), each page whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from crashsafe.crawl.extract import LinkFilter
+from crashsafe.crawl.fetch import fetch, new_session
+from crashsafe.crawl.pages import PageProcessor
+from crashsafe.crawl.politeness import ROBOTS_MAX_AGE, HostSlots, Robots
+from crashsafe.crawl.progress import Progress
+from crashsafe.crawl.settings import CrawlSettings
+from crashsafe.crawl.spider import Spider
+from crashsafe.errors import ConfigError
+from crashsafe.store import CrawlStats, Lease, NewUrl, PageOutcome, Store
+
+T = TypeVar("T")
+IDLE_POLL = 0.5  # seconds between looks at the frontier when nothing is due
+RECLAIM_EVERY = 2.0  # seconds between checks for dead workers while waiting
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlResult:
+    """How a run ended. ``stats`` are computed from the store's rows."""
+
+    interrupted: bool
+    elapsed: float
+    stats: CrawlStats
+
+
+@dataclass(slots=True)
+class _InFlight:
+    lease: Lease
+    requested: bool = False
+
+
+class Crawler:
+    """Runs one spider against one store until nothing is pending or leased.
+
+    Args:
+        spider: the Spider instance.
+        store: an open Store (the crawler does not close it).
+        settings: overrides ``spider.crawl_settings()`` when given.
+        start_urls: replace the spider's ``start_urls``.
+        progress: show live progress (on a terminal).
+        handle_signals: install SIGINT/SIGTERM handlers for a graceful stop.
+    """
+
+    def __init__(
+        self,
+        spider: Spider,
+        store: Store,
+        *,
+        settings: CrawlSettings | None = None,
+        start_urls: Sequence[str] | None = None,
+        progress: bool = False,
+        handle_signals: bool = True,
+    ) -> None:
+        if not spider.name:
+            raise ConfigError(f"spider {type(spider).__name__} needs a name = '...'")
+        self.spider = spider
+        self.store = store
+        self.crawl = spider.name
+        self.settings = settings or spider.crawl_settings()
+        self.start_urls = list(start_urls or spider.start_urls)
+        self.show_progress = progress
+        self.handle_signals = handle_signals
+        self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crashsafe-store")
+        self._inflight: dict[asyncio.Task[None], _InFlight] = {}
+        self._slot_freed = asyncio.Event()
+        self._commit_queue: list[tuple[PageOutcome, asyncio.Future[str | None]]] = []
+        self._commit_ready = asyncio.Event()
+        self._stopping = False
+        self._signals = 0
+        self.owner = ""
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
+
+    # -- stopping --------------------------------------------------------------------------
+    def request_stop(self) -> None:
+        """Stop leasing; in-flight pages get ``grace_seconds`` to commit."""
+        self._stopping = True
+        self._slot_freed.set()
+
+    def _on_signal(self) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            sys.stderr.write("\nAborted: second interrupt. Run the same command to resume.\n")
+            sys.stderr.flush()
+            os._exit(130)
+        sys.stderr.write(
+            f"\nStopping: finishing {len(self._inflight)} page(s) in flight "
+            "(Ctrl-C again to abort at once)...\n"
+        )
+        self.request_stop()
+
+    # -- committing ------------------------------------------------------------------------
+    async def _commit(self, outcome: PageOutcome) -> str | None:
+        future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self._commit_queue.append((outcome, future))
+        self._commit_ready.set()
+        return await future
+
+    async def _committer(self) -> None:
+        while True:
+            await self._commit_ready.wait()
+            self._commit_ready.clear()
+            batch, self._commit_queue = self._commit_queue, []
+            if not batch:
+                continue
+            try:
+                errors = await self._call(
+                    self.store.commit_pages, self.crawl, [o for o, _ in batch]
+                )
+            except Exception as exc:
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(exc)
+            else:
+                for (_, fut), err in zip(batch, errors, strict=True):
+                    if not fut.done():
+                        fut.set_result(err)
+
+    # -- one page --------------------------------------------------------------------------
+    async def _run_page(self, processor: PageProcessor, lease: Lease) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        slot = self._inflight[task]
+
+        def requested() -> None:
+            slot.requested = True
+
+        try:
+            outcome = await processor.process(lease, requested)
+            error = await self._commit(outcome)
+            if error is not None:
+                # The page's own rows broke the transaction: store it as failed instead.
+                await self._commit(PageOutcome(lease, "failed", outcome.http_status, error))
+        except Exception as exc:
+            # The database refused the commit; the lease lapses and the page comes back.
+            sys.stderr.write(f"crashsafe: could not commit {lease.url}: {exc}\n")
+        finally:
+            self._inflight.pop(task, None)
+            self._slot_freed.set()
+
+    # -- the loop --------------------------------------------------------------------------
+    async def run(self) -> CrawlResult:
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        if self.handle_signals:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self._on_signal)
+        try:
+            self.owner = await self._call(self.store.register_worker)
+            await self._call(self.store.reclaim_dead_workers, self.crawl)
+            links = LinkFilter(self.settings, self.start_urls)
+            starts = [links.canonical(u) for u in self.start_urls]
+            await self._call(
+                self.store.enqueue, self.crawl, [NewUrl(u, 0) for u in starts if u]
+            )
+            async with new_session(self.settings) as session:
+                processor = PageProcessor(
+                    spider=self.spider,
+                    settings=self.settings,
+                    session=session,
+                    robots=self._robots(session) if self.settings.obey_robots else None,
+                    hosts=HostSlots(self.settings.host_limit, self.settings.per_host_delay),
+                    links=links,
+                )
+                interrupted = await self._loop(processor)
+            stats = await self._call(self.store.stats, self.crawl)
+            return CrawlResult(interrupted, time.monotonic() - started, stats)
+        finally:
+            if self.handle_signals:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(sig)
+            with contextlib.suppress(Exception):
+                await self._call(self.store.unregister_worker)
+            self._db.shutdown(wait=True)
+
+    def _robots(self, session: Any) -> Robots:
+        async def load(origin: str) -> str | None:
+            return await self._call(
+                lambda: self.store.get_robots(self.crawl, origin, max_age=ROBOTS_MAX_AGE)
+            )
+
+        async def save(origin: str, body: str) -> None:
+            await self._call(self.store.put_robots, self.crawl, origin, body)
+
+        async def download(url: str) -> tuple[int, str]:
+            resp = await fetch(session, url, self.settings)
+            return resp.status, resp.body.decode("utf-8", "replace")
+
+        return Robots(load=load, save=save, download=download, user_agent=self.settings.user_agent)
+
+    async def _loop(self, processor: PageProcessor) -> bool:
+        s = self.settings
+        committer = asyncio.create_task(self._committer())
+        renewer = asyncio.create_task(self._renew_leases())
+        progress = Progress(self.crawl, self.store, self._call) if self.show_progress else None
+        if progress:
+            progress.start()
+        min_batch = max(1, s.concurrency // 4)
+        last_reclaim = 0.0
+        try:
+            while not self._stopping:
+                free = s.concurrency - len(self._inflight)
+                if free >= min_batch or not self._inflight:
+                    leases = await self._call(
+                        self.store.lease, self.crawl, self.owner, free, s.lease_seconds
+                    )
+                    for lease in leases:
+                        task = asyncio.create_task(self._run_page(processor, lease))
+                        self._inflight[task] = _InFlight(lease)
+                    if not leases and not self._inflight:
+                        due = await self._call(self.store.due, self.crawl)
+                        if not due.open:
+                            break  # nothing pending or leased anywhere: the crawl is complete
+                        if time.monotonic() - last_reclaim > RECLAIM_EVERY:
+                            last_reclaim = time.monotonic()
+                            if await self._call(self.store.reclaim_dead_workers, self.crawl):
+                                continue
+                        wait = IDLE_POLL if due.next_at is None else due.next_at - time.time()
+                        await self._sleep(min(max(wait, 0.01), IDLE_POLL))
+                        continue
+                self._slot_freed.clear()
+                if self._inflight:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._slot_freed.wait(), IDLE_POLL)
+            interrupted = self._stopping
+            if self._inflight:
+                await self._drain()
+            return interrupted
+        finally:
+            renewer.cancel()
+            # Let the last commits land before the committer goes.
+            while self._commit_queue:
+                await asyncio.sleep(0.01)
+            committer.cancel()
+            if progress:
+                await progress.stop()
+
+    async def _sleep(self, seconds: float) -> None:
+        self._slot_freed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._slot_freed.wait(), seconds)
+
+    async def _drain(self) -> None:
+        """Give in-flight pages the grace period, then give their leases back."""
+        tasks = list(self._inflight)
+        _, late = await asyncio.wait(tasks, timeout=self.settings.grace_seconds)
+        if not late:
+            return
+        leftovers = [(self._inflight[t].lease, self._inflight[t].requested) for t in late]
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+        await self._call(self.store.release, self.crawl, leftovers)
+
+    async def _renew_leases(self) -> None:
+        period = self.settings.lease_seconds / 3
+        while True:
+            await asyncio.sleep(period)
+            if self._inflight:
+                await self._call(
+                    self.store.renew, self.crawl, self.owner, self.settings.lease_seconds
+                )

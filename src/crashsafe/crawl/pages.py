@@ -1,0 +1,139 @@
+"""Turn one lease into one PageOutcome: robots → host slot → fetch → classify → parse.
+
+The rules for statuses (DESIGN.md): 2xx (and ``handle_statuses``) are parsed; 404/410
+are done with no record; 429, 5xx, timeouts and connection errors are retried with
+backoff, honouring ``Retry-After``; anything else fails the URL. A page is never marked
+done on a status nobody handled.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import traceback
+from collections.abc import Callable
+from email.utils import parsedate_to_datetime
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from crashsafe.crawl.extract import LinkFilter, ParseError, run_callback, to_rows
+from crashsafe.crawl.fetch import REDIRECTS, PermanentFetchError, TransientFetchError, fetch
+from crashsafe.crawl.politeness import HostSlots, Robots
+from crashsafe.crawl.settings import CrawlSettings
+from crashsafe.crawl.spider import Page, Spider
+from crashsafe.store import Lease, PageOutcome
+
+GONE = frozenset({404, 410})
+
+
+def retry_after_seconds(value: str | None, *, now: float | None = None) -> float | None:
+    """Parse a Retry-After header: delta-seconds or an HTTP-date (RFC 9110 10.2.3)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+class PageProcessor:
+    """Fetches and parses leased URLs for one crawl."""
+
+    def __init__(
+        self,
+        *,
+        spider: Spider,
+        settings: CrawlSettings,
+        session: aiohttp.ClientSession,
+        robots: Robots | None,
+        hosts: HostSlots,
+        links: LinkFilter,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.spider = spider
+        self.settings = settings
+        self.session = session
+        self.robots = robots
+        self.hosts = hosts
+        self.links = links
+        self.rng = rng or random.Random()
+
+    def backoff(self, attempt: int, retry_after: float | None) -> float:
+        s = self.settings
+        if retry_after is not None:
+            return min(retry_after, s.backoff_max)
+        base = min(s.backoff_max, s.backoff_base * 2 ** (attempt - 1))
+        return base * self.rng.uniform(0.5, 1.5)
+
+    def _retry(
+        self, lease: Lease, error: str, status: int | None = None, retry_after: float | None = None
+    ) -> PageOutcome:
+        attempt = lease.attempts + 1
+        if attempt >= self.settings.max_attempts:
+            return PageOutcome(
+                lease, "failed", status, f"{error} (gave up after {attempt} attempts)"
+            )
+        delay = self.backoff(attempt, retry_after)
+        return PageOutcome(lease, "retry", status, error, next_attempt_at=time.time() + delay)
+
+    async def process(self, lease: Lease, on_request: Callable[[], None]) -> PageOutcome:
+        """Fetch and parse ``lease``; ``on_request`` is called just before the request."""
+        url = lease.url
+        delay = None
+        if self.robots is not None:
+            try:
+                if not await self.robots.allowed(url):
+                    return PageOutcome(lease, "skipped", error="disallowed by robots.txt")
+                delay = await self.robots.crawl_delay(url)
+            except TransientFetchError as exc:
+                return self._retry(lease, f"robots.txt: {exc}")
+        async with self.hosts.slot(urlsplit(url).netloc, delay):
+            on_request()
+            try:
+                resp = await fetch(
+                    self.session, url, self.settings, may_follow=self.links.host_allowed
+                )
+            except TransientFetchError as exc:
+                return self._retry(lease, str(exc))
+            except PermanentFetchError as exc:
+                return PageOutcome(lease, "failed", error=str(exc))
+        status = resp.status
+        handled = status in self.settings.handle_statuses
+        if status in REDIRECTS and not handled:
+            target = resp.headers.get("Location", "")
+            return PageOutcome(lease, "done", status, f"redirect to {target} not followed")
+        if (status == 429 or status >= 500) and not handled:
+            wait = retry_after_seconds(resp.headers.get("Retry-After"))
+            return self._retry(lease, f"HTTP {status}", status, wait)
+        if status in GONE and not handled:
+            return PageOutcome(lease, "done", status)
+        if not (200 <= status < 300 or handled):
+            return PageOutcome(
+                lease,
+                "failed",
+                status,
+                f"HTTP {status} (add it to handle_statuses to parse such pages)",
+            )
+        page = Page(
+            url=resp.url,
+            status=status,
+            headers=resp.headers,
+            body=resp.body,
+            depth=lease.depth,
+            request_url=url,
+        )
+        try:
+            items = await run_callback(self.spider, page, lease.callback)
+            records, new_urls = to_rows(
+                items, page=page, source=self.spider.name, links=self.links
+            )
+        except ParseError as exc:
+            return PageOutcome(lease, "failed", status, str(exc))
+        except Exception:
+            return PageOutcome(lease, "failed", status, traceback.format_exc(limit=-8))
+        return PageOutcome(lease, "done", status, records=records, links=new_urls)

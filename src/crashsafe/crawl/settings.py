@@ -1,0 +1,105 @@
+"""Crawl settings: defaults, overridden by Spider class attributes, then by the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, fields
+from typing import Any
+
+from crashsafe.errors import ConfigError
+from crashsafe.ids import DEFAULT_STRIP_PARAMS
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlSettings:
+    """How a crawl behaves. Every field can be set as a Spider class attribute.
+
+    Attributes:
+        concurrency: pages in flight per worker; a kill repeats at most this many.
+        per_host_concurrency: pages in flight per host (``None``: same as concurrency).
+        per_host_delay: seconds between two request starts to one host (robots.txt's
+            Crawl-delay wins when larger).
+        lease_seconds: how long a worker owns a URL without renewing it; a dead worker's
+            URLs come back at once through its liveness lock, or after this at the latest.
+        max_attempts: fetches of one URL before it goes to the dead letter.
+        backoff_base, backoff_max: retry delay ``base * 2**(attempt-1)`` with jitter,
+            capped; a ``Retry-After`` header is honoured up to ``backoff_max``.
+        timeout: seconds for one request, connection to last byte.
+        max_redirects: redirects followed before the URL fails.
+        max_response_bytes: larger responses fail the URL instead of filling memory.
+        obey_robots: fetch and obey robots.txt per origin (cached in the database).
+        allowed_domains: hosts (and their subdomains) to crawl; ``None``: the start
+            URLs' hosts.
+        strip_query_params: query parameters dropped when URLs are canonicalised.
+        max_depth: links further than this from a start URL are not followed.
+        user_agent: the User-Agent header, also the robots.txt agent.
+        grace_seconds: on Ctrl-C/SIGTERM, time given to in-flight pages to commit.
+        handle_statuses: non-2xx statuses passed to ``parse`` instead of failing.
+    """
+
+    concurrency: int = 16
+    per_host_concurrency: int | None = None
+    per_host_delay: float = 0.0
+    lease_seconds: float = 60.0
+    max_attempts: int = 5
+    backoff_base: float = 1.0
+    backoff_max: float = 300.0
+    timeout: float = 30.0
+    max_redirects: int = 10
+    max_response_bytes: int = 16 * 2**20
+    obey_robots: bool = True
+    allowed_domains: tuple[str, ...] | None = None
+    strip_query_params: tuple[str, ...] = DEFAULT_STRIP_PARAMS
+    max_depth: int | None = None
+    user_agent: str = "crashsafe/0.1"
+    grace_seconds: float = 10.0
+    handle_statuses: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        positive = ("concurrency", "lease_seconds", "max_attempts", "timeout")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"setting {name} must be > 0, got {getattr(self, name)!r}")
+        if self.per_host_concurrency is not None and self.per_host_concurrency <= 0:
+            raise ConfigError("setting per_host_concurrency must be > 0 (or None)")
+
+    @property
+    def host_limit(self) -> int:
+        return self.per_host_concurrency or self.concurrency
+
+    def replace(self, **changes: Any) -> CrawlSettings:
+        unknown = set(changes) - self.names()
+        if unknown:
+            raise ConfigError(
+                f"unknown setting(s) {sorted(unknown)}; known: {', '.join(sorted(self.names()))}"
+            )
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def names(cls) -> set[str]:
+        return {f.name for f in fields(cls)}
+
+    @classmethod
+    def parse_value(cls, name: str, text: str) -> Any:
+        """Convert a CLI string (``--set name=value``) to the setting's type."""
+        default = getattr(cls(), name, None) if name in cls.names() else None
+        if name not in cls.names():
+            raise ConfigError(f"unknown setting {name!r}; known: {', '.join(sorted(cls.names()))}")
+        try:
+            if isinstance(default, bool):
+                if text.lower() not in {"1", "0", "true", "false", "yes", "no"}:
+                    raise ValueError(text)
+                return text.lower() in {"1", "true", "yes"}
+            if name in {"per_host_concurrency", "max_depth"}:
+                return None if text.lower() in {"", "none"} else int(text)
+            if isinstance(default, int):
+                return int(text)
+            if isinstance(default, float):
+                return float(text)
+            if name == "handle_statuses":
+                return tuple(int(p) for p in text.split(",") if p)
+            if name in {"allowed_domains", "strip_query_params"}:
+                return tuple(p.strip() for p in text.split(",") if p.strip())
+            return text
+        except ValueError:
+            raise ConfigError(f"setting {name}: cannot use {text!r}") from None

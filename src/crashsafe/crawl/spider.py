@@ -1,0 +1,152 @@
+"""The public spider API: ``Spider``, ``Page``, ``Record`` and ``Link``.
+
+Everything ``parse`` yields for a page (records and links) is committed in one
+transaction with that page's ``done`` mark, or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, ClassVar
+from urllib.parse import urljoin
+
+from parsel import Selector, SelectorList
+from w3lib.encoding import html_to_unicode
+from w3lib.html import get_base_url
+
+from crashsafe.crawl.settings import CrawlSettings
+from crashsafe.errors import ConfigError
+
+__all__ = ["Link", "Page", "Record", "Spider"]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One item extracted from a page.
+
+    Args:
+        key: the natural key within the source (a SKU, an article slug); the record id
+            is ``record_id(source, key)``, so the same key always lands on the same row.
+        data: JSON-serialisable content. Changing it bumps the stored version.
+        source: defaults to the spider's name.
+    """
+
+    key: str | int | None
+    data: Any = field(default_factory=dict)
+    source: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A URL to crawl, optionally handled by another spider method than ``parse``."""
+
+    url: str
+    callback: str | None = None
+
+
+class Page:
+    """A fetched response, as ``parse`` sees it."""
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        status: int,
+        headers: Mapping[str, str],
+        body: bytes,
+        depth: int = 0,
+        request_url: str | None = None,
+    ) -> None:
+        self.url = url
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.depth = depth
+        self.request_url = request_url or url
+
+    def __repr__(self) -> str:
+        return f"<Page {self.status} {self.url}>"
+
+    @cached_property
+    def text(self) -> str:
+        """The body decoded (HTTP charset, then BOM/meta, then UTF-8)."""
+        _, text = html_to_unicode(self.headers.get("Content-Type"), self.body)
+        return str(text)
+
+    @cached_property
+    def selector(self) -> Selector:
+        return Selector(text=self.text)
+
+    @cached_property
+    def base_url(self) -> str:
+        return str(get_base_url(self.text[:4096], self.url))
+
+    def css(self, query: str) -> SelectorList[Selector]:
+        return self.selector.css(query)
+
+    def xpath(self, query: str, **kwargs: Any) -> SelectorList[Selector]:
+        return self.selector.xpath(query, **kwargs)
+
+    def json(self) -> Any:
+        import json
+
+        return json.loads(self.text)
+
+    def urljoin(self, href: str) -> str:
+        return urljoin(self.base_url, href.strip())
+
+    def follow(self, href: str, *, callback: str | None = None) -> Link:
+        """A link to ``href`` resolved against this page."""
+        return Link(self.urljoin(href), callback)
+
+    def follow_all(
+        self,
+        hrefs: Iterable[str] | None = None,
+        *,
+        css: str | None = None,
+        xpath: str | None = None,
+        callback: str | None = None,
+    ) -> Iterator[Link]:
+        """Links to every href given, or selected by ``css``/``xpath`` (e.g. ``a::attr(href)``).
+
+        A selector that matches elements rather than attributes uses their ``href``.
+        """
+        if hrefs is None:
+            if css is None and xpath is None:
+                raise ConfigError("follow_all needs hrefs, css= or xpath=")
+            found = self.css(css) if css is not None else self.xpath(xpath or "")
+            hrefs = []
+            for sel in found:
+                root = sel.root
+                value = root.get("href") if hasattr(root, "get") else sel.get()
+                if isinstance(value, str):
+                    hrefs.append(value)
+        for href in hrefs:
+            if href and not href.startswith(("javascript:", "mailto:", "tel:", "#")):
+                yield self.follow(href, callback=callback)
+
+
+class Spider:
+    """Subclass this: set ``name`` and ``start_urls``, write ``parse``.
+
+    Any :class:`~crashsafe.crawl.settings.CrawlSettings` field may be set as a class
+    attribute (``concurrency = 8``); the CLI's ``--set`` overrides it.
+    """
+
+    name: ClassVar[str] = ""
+    start_urls: ClassVar[list[str]] = []
+
+    def parse(self, page: Page) -> Iterable[Any] | AsyncIterator[Any] | None:
+        raise NotImplementedError(f"{type(self).__name__} must define parse(self, page)")
+
+    @classmethod
+    def crawl_settings(cls, **overrides: Any) -> CrawlSettings:
+        """The defaults, updated by this class's attributes, then by ``overrides``."""
+        names = CrawlSettings.names()
+        from_class = {n: getattr(cls, n) for n in names if hasattr(cls, n)}
+        for key in ("allowed_domains", "strip_query_params", "handle_statuses"):
+            if from_class.get(key) is not None:
+                from_class[key] = tuple(from_class[key])
+        return CrawlSettings().replace(**from_class).replace(**overrides)

@@ -1,0 +1,31 @@
+"""The demo spider: crawls the demo shop (``crashsafe demo-site``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from crashsafe.crawl.spider import Page, Record, Spider
+
+
+class DemoShop(Spider):
+    """Follows listing pages and stores one record per product: sku, name, price.
+
+    Point it at a shop with ``--start-url http://127.0.0.1:PORT/list/0``.
+    """
+
+    name = "demo-shop"
+    start_urls = ["http://127.0.0.1:8000/list/0"]
+
+    def parse(self, page: Page) -> Iterator[Any]:
+        if "/list/" in page.url:
+            yield from page.follow_all(css="a.product::attr(href)")
+            yield from page.follow_all(css="a.next::attr(href)")
+        else:
+            yield Record(
+                key=page.css(".sku::text").get(),
+                data={
+                    "name": page.css(".name::text").get(),
+                    "price": page.css(".price::text").get(),
+                },
+            )

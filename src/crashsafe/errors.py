@@ -1,0 +1,44 @@
+"""Errors raised by crashsafe.
+
+Every error a user can cause derives from :class:`CrashsafeError`; its message says
+what went wrong and what to do next. The CLI prints the message and exits non-zero
+instead of showing a traceback.
+
+::
+
+    CrashsafeError
+     ├── ConfigError          bad option, unknown database URL, spider that cannot load
+     │    └── SpiderLoadError  SPIDER argument does not name a Spider class
+     ├── StoreError           the database refused an operation
+     │    └── SchemaError      database written by a newer crashsafe, or not ours
+     └── WorkerBusyError      another process holds the same lock (e.g. a checkpoint)
+"""
+
+from __future__ import annotations
+
+
+class CrashsafeError(Exception):
+    """crashsafe failed; the message says why and what to do."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class ConfigError(CrashsafeError):
+    """Invalid configuration: check the options and the spider's settings."""
+
+
+class SpiderLoadError(ConfigError):
+    """The SPIDER argument does not name a Spider: use path/file.py[:Class] or module:Class."""
+
+
+class StoreError(CrashsafeError):
+    """The database refused an operation."""
+
+
+class SchemaError(StoreError):
+    """The database schema is not one this version of crashsafe understands."""
+
+
+class WorkerBusyError(CrashsafeError):
+    """Another process holds the lock for this job: stop it, or use a different file."""

@@ -1,0 +1,81 @@
+"""Identifiers derived from the data: record ids, stable text ids, canonical URLs.
+
+Ids never come from time, position or an auto-increment, so writing the same thing twice
+lands on the same row. Python's ``hash()`` is never used: it changes between runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from w3lib.url import canonicalize_url
+
+__all__ = [
+    "DEFAULT_STRIP_PARAMS",
+    "canonical_url",
+    "record_id",
+    "stable_text_id",
+]
+
+#: Query parameters removed by default: they track the visitor, not the content.
+#: A trailing ``*`` matches a prefix.
+DEFAULT_STRIP_PARAMS: tuple[str, ...] = ("utm_*", "gclid", "fbclid", "msclkid", "mc_eid")
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_WHITESPACE = re.compile(r"\s+")
+
+
+def record_id(source: str, key: str) -> str:
+    """Return the id of the record with natural ``key`` from ``source``.
+
+    SHA-256 of ``"{source}:{key}"``, first 32 hex characters (128 bits).
+    """
+    return hashlib.sha256(f"{source}:{key}".encode()).hexdigest()[:32]
+
+
+def stable_text_id(text: str) -> str:
+    """Return ``"D"`` + 16 hex chars of SHA-256 of ``text`` normalised.
+
+    Normalised means whitespace collapsed to single spaces, stripped and lower-cased, so
+    the same review pasted with different spacing or case gets the same id.
+    """
+    normalised = _WHITESPACE.sub(" ", text).strip().lower()
+    return "D" + hashlib.sha256(normalised.encode()).hexdigest()[:16]
+
+
+def _strip_matcher(params: Iterable[str]) -> tuple[frozenset[str], tuple[str, ...]]:
+    exact = {p.lower() for p in params if not p.endswith("*")}
+    prefixes = tuple(p[:-1].lower() for p in params if p.endswith("*"))
+    return frozenset(exact), prefixes
+
+
+def canonical_url(url: str, *, strip_params: Iterable[str] = DEFAULT_STRIP_PARAMS) -> str:
+    """Return the key under which ``url`` is stored in the frontier.
+
+    Lower-cases scheme and host, drops the default port and the fragment, removes the
+    query parameters named in ``strip_params`` (``utm_*`` style prefixes allowed) and
+    sorts the rest; percent-encoding is normalised by w3lib.
+    """
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    netloc = parts.netloc
+    if parts.port is not None and _DEFAULT_PORTS.get(scheme) == parts.port:
+        host = parts.hostname or ""
+        if ":" in host:  # IPv6 literal
+            host = f"[{host}]"
+        userinfo = netloc.rpartition("@")[0]
+        netloc = f"{userinfo}@{host}" if userinfo else host
+    query = parts.query
+    if query:
+        exact, prefixes = _strip_matcher(strip_params)
+        kept = [
+            (k, v)
+            for k, v in parse_qsl(query, keep_blank_values=True)
+            if k.lower() not in exact and not k.lower().startswith(prefixes)
+        ]
+        query = urlencode(kept)
+    result: str = canonicalize_url(urlunsplit((scheme, netloc, parts.path, query, "")))
+    return result

@@ -1,0 +1,65 @@
+"""Stores: where the frontier, the records and the lease history live.
+
+``open_store(url)`` picks the backend from the URL scheme.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+from crashsafe.errors import ConfigError
+from crashsafe.store.base import (
+    CrawlStats,
+    Due,
+    FailedUrl,
+    Lease,
+    NewUrl,
+    PageOutcome,
+    RecordRow,
+    Store,
+    StoredRecord,
+)
+
+__all__ = [
+    "CrawlStats",
+    "Due",
+    "FailedUrl",
+    "Lease",
+    "NewUrl",
+    "PageOutcome",
+    "RecordRow",
+    "Store",
+    "StoredRecord",
+    "open_store",
+]
+
+
+def open_store(url: str) -> Store:
+    """Open the store at ``url``.
+
+    ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` or a plain file path
+    ending in ``.db``/``.sqlite``. SQLite accepts ``?synchronous=normal`` to trade
+    durability on power loss (not on a process kill) for speed.
+    """
+    from crashsafe.store.sqlite import SQLiteStore
+
+    if "://" not in url and url.endswith((".db", ".sqlite", ".sqlite3")):
+        return SQLiteStore(Path(url), url=f"sqlite:///{url}")
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        if not parts.path or parts.path == "/":
+            raise ConfigError(f"{url!r}: give a file, e.g. sqlite:///crawl.db")
+        path = parts.path[1:]  # sqlite:///x.db -> x.db ; sqlite:////abs/x.db -> /abs/x.db
+        options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        unknown = set(options) - {"synchronous"}
+        if unknown:
+            raise ConfigError(f"{url!r}: unknown option(s) {sorted(unknown)}; known: synchronous")
+        return SQLiteStore(
+            Path(path), synchronous=options.get("synchronous", "full").lower(), url=url
+        )
+    if parts.scheme in {"postgresql", "postgres"}:
+        raise ConfigError(
+            "the PostgreSQL store is not built yet in this version; use sqlite:///path.db"
+        )
+    raise ConfigError(f"unknown database URL {url!r}: use sqlite:///path.db")

@@ -1,0 +1,70 @@
+"""Liveness locks for SQLite workers: an OS file lock that dies with its process.
+
+Each worker holds ``flock(LOCK_EX)`` on ``<db>-workers/<owner>.lock`` while it lives. The
+kernel drops the lock when the process dies, however it dies (SIGKILL and OOM included),
+so anybody who can take the lock knows the owner is gone and may reclaim its leases at
+once instead of waiting for them to expire. Lease expiry stays the backstop, e.g. for a
+database shared over a filesystem whose locks do not cross machines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+import socket
+from pathlib import Path
+
+
+def new_owner_id() -> str:
+    """An owner id unique across machines, processes and restarts."""
+    host = socket.gethostname().split(".")[0] or "host"
+    return f"{host}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+class LockDir:
+    """The folder of liveness lock files beside one database file."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._held: dict[str, int] = {}
+
+    def _path(self, owner: str) -> Path:
+        # Owner ids are ours, but never let one name a path outside the folder.
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in owner)
+        return self.folder / f"{safe}.lock"
+
+    def acquire(self, owner: str) -> None:
+        """Take ``owner``'s lock for the life of this process (or until release)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._path(owner), os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self._held[owner] = fd
+
+    def release(self, owner: str) -> None:
+        fd = self._held.pop(owner, None)
+        if fd is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self._path(owner).unlink()
+            os.close(fd)
+
+    def is_alive(self, owner: str) -> bool:
+        """True while some process holds ``owner``'s lock."""
+        if owner in self._held:
+            return True
+        path = self._path(owner)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            return False
+        finally:
+            os.close(fd)

@@ -1,0 +1,34 @@
+"""Load named queries from ``sql/<dialect>/queries.sql`` (``-- name: NAME`` blocks)."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+
+def load_queries(dialect: str) -> dict[str, str]:
+    """Return ``{name: sql}`` for ``dialect``."""
+    text = files("crashsafe.store").joinpath("sql", dialect, "queries.sql").read_text("utf-8")
+    queries: dict[str, str] = {}
+    name: str | None = None
+    lines: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("-- name:"):
+            if name:
+                queries[name] = "\n".join(lines).strip()
+            name, lines = line.removeprefix("-- name:").strip(), []
+        elif name and not line.startswith("--"):
+            lines.append(line)
+    if name:
+        queries[name] = "\n".join(lines).strip()
+    return queries
+
+
+def load_migrations(dialect: str) -> list[tuple[int, str]]:
+    """Return ``[(version, sql)]`` from ``sql/<dialect>/NNNN_*.sql`` in order."""
+    folder = files("crashsafe.store").joinpath("sql", dialect)
+    found = []
+    for entry in folder.iterdir():
+        stem = entry.name.split("_", 1)[0]
+        if entry.name.endswith(".sql") and stem.isdigit():
+            found.append((int(stem), entry.read_text("utf-8")))
+    return sorted(found)

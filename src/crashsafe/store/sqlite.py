@@ -1,0 +1,336 @@
+"""SQLite backend: one file, WAL mode, several processes may share it.
+
+Write transactions start with ``BEGIN IMMEDIATE`` so two processes never deadlock on a
+lock upgrade; ``busy_timeout`` makes them queue instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from crashsafe.errors import SchemaError, StoreError
+from crashsafe.store.base import (
+    CrawlStats,
+    Due,
+    FailedUrl,
+    Lease,
+    NewUrl,
+    PageOutcome,
+    StoredRecord,
+)
+from crashsafe.store.liveness import LockDir, new_owner_id
+from crashsafe.store.queries import load_migrations, load_queries
+
+T = TypeVar("T")
+Q = load_queries("sqlite")
+MIGRATIONS = load_migrations("sqlite")
+SYNCHRONOUS = {"full", "normal", "off", "extra"}
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split an SQL script into statements (executescript would commit midway)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            yield buffer.strip()
+            buffer = ""
+
+
+class SQLiteStore:
+    """The embedded default store. Open it with ``open_store("sqlite:///path.db")``."""
+
+    def __init__(self, path: str | Path, *, synchronous: str = "full", url: str = "") -> None:
+        self.path = Path(path)
+        self.url = url or f"sqlite:///{self.path}"
+        if synchronous not in SYNCHRONOUS:
+            raise StoreError(f"synchronous={synchronous!r}: use one of {sorted(SYNCHRONOUS)}")
+        if not self.path.parent.exists():
+            raise StoreError(
+                f"cannot create database {self.path}: folder {self.path.parent} does not exist"
+            )
+        try:
+            self._db = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=60
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open {self.path} as a crashsafe database: {exc}") from exc
+        self._locks = LockDir(self.path.with_name(self.path.name + "-workers"))
+        self._owner: str | None = None
+
+    # -- plumbing ------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        latest = MIGRATIONS[-1][0]
+        with self._write() as db:  # inside the write lock: two processes may race here
+            current = db.execute("PRAGMA user_version").fetchone()[0]
+            if current > latest:
+                raise SchemaError(
+                    f"{self.path} has schema version {current}, this crashsafe knows up to "
+                    f"{latest}: upgrade crashsafe"
+                )
+            if current == 0:
+                tables = db.execute(
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+                ).fetchone()[0]
+                if tables:
+                    raise SchemaError(
+                        f"{self.path} is an SQLite database but not a crashsafe one: "
+                        "choose another file with --db"
+                    )
+            for version, script in MIGRATIONS:
+                if version > current:
+                    for statement in _statements(script):
+                        db.execute(statement)
+                    db.execute(f"PRAGMA user_version = {version}")
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    def _run(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except sqlite3.Error as exc:
+            raise StoreError(f"database {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        self.unregister_worker()
+        self._db.close()
+
+    # -- workers -------------------------------------------------------------------------
+    def register_worker(self) -> str:
+        if self._owner is None:
+            self._owner = new_owner_id()
+            self._locks.acquire(self._owner)
+        return self._owner
+
+    def unregister_worker(self) -> None:
+        if self._owner is not None:
+            self._locks.release(self._owner)
+            self._owner = None
+
+    def reclaim_dead_workers(self, crawl: str) -> int:
+        def go() -> int:
+            owners = [r[0] for r in self._db.execute(Q["live_owners"], (crawl,))]
+            dead = [o for o in owners if not self._locks.is_alive(o)]
+            if not dead:
+                return 0
+            with self._write() as db:
+                return sum(db.execute(Q["release_owner"], (crawl, o)).rowcount for o in dead)
+
+        return self._run(go)
+
+    # -- frontier ------------------------------------------------------------------------
+    def enqueue(self, crawl: str, urls: Iterable[NewUrl]) -> int:
+        now = time.time()
+        rows = [(crawl, u.url, u.depth, u.callback, now) for u in urls]
+
+        def go() -> int:
+            with self._write() as db:
+                before = db.total_changes
+                db.executemany(Q["enqueue_url"], rows)
+                return db.total_changes - before
+
+        return self._run(go)
+
+    def lease(self, crawl: str, owner: str, limit: int, lease_seconds: float) -> list[Lease]:
+        if limit <= 0:
+            return []
+        now = time.time()
+
+        def go() -> list[Lease]:
+            with self._write() as db:
+                db.execute(Q["expire_leases"], (crawl, now))
+                params = {
+                    "owner": owner,
+                    "expires": now + lease_seconds,
+                    "crawl": crawl,
+                    "now": now,
+                    "limit": limit,
+                }
+                rows = db.execute(Q["lease_urls"], params).fetchall()
+                if not rows:
+                    return []
+                values = ",".join(["(?, ?, ?, ?)"] * len(rows))
+                args: list[object] = []
+                for row in rows:
+                    args += [crawl, row[0], owner, now]
+                grants = dict(
+                    db.execute(
+                        "INSERT INTO lease_grants (crawl, frontier_id, owner, granted_at) "
+                        f"VALUES {values} RETURNING frontier_id, id",
+                        args,
+                    ).fetchall()
+                )
+                db.executemany(Q["set_grant"], [(g, fid) for fid, g in grants.items()])
+                return [
+                    Lease(fid, url, depth, attempts, callback, grants[fid])
+                    for fid, url, depth, attempts, callback in rows
+                ]
+
+        return self._run(go)
+
+    def renew(self, crawl: str, owner: str, lease_seconds: float) -> int:
+        def go() -> int:
+            with self._write() as db:
+                expires = time.time() + lease_seconds
+                return db.execute(Q["renew_leases"], (expires, crawl, owner)).rowcount
+
+        return self._run(go)
+
+    def release(self, crawl: str, leases: Iterable[tuple[Lease, bool]]) -> None:
+        items = list(leases)
+
+        def go() -> None:
+            with self._write() as db:
+                for lease, fetched in items:
+                    db.execute(Q["release_url"], (lease.frontier_id, lease.grant_id))
+                    outcome = "abandoned" if fetched else "released"
+                    db.execute(Q["release_grant"], (outcome, lease.grant_id))
+
+        self._run(go)
+
+    def _apply(self, db: sqlite3.Connection, crawl: str, pages: Sequence[PageOutcome]) -> None:
+        now = time.time()
+        records, links, done, retry, failed, grants = [], [], [], [], [], []
+        for p in pages:
+            fid = p.lease.frontier_id
+            grants.append((p.kind, p.lease.grant_id))
+            if p.kind == "done" or p.kind == "skipped":
+                done.append((p.http_status, p.error, now, fid))
+                records += [
+                    (crawl, r.id, r.source, r.key, r.url, r.content_hash, r.data_json, now, now)
+                    for r in p.records
+                ]
+                links += [(crawl, u.url, u.depth, u.callback, now) for u in p.links]
+            elif p.kind == "retry":
+                retry.append((p.http_status, p.error, p.next_attempt_at, fid))
+            else:
+                failed.append((p.http_status, p.error, now, fid))
+        db.executemany(Q["upsert_record"], records)
+        db.executemany(Q["enqueue_url"], links)
+        db.executemany(Q["mark_done"], done)
+        db.executemany(Q["mark_retry"], retry)
+        db.executemany(Q["mark_failed"], failed)
+        db.executemany(Q["set_grant_outcome"], grants)
+
+    def commit_pages(self, crawl: str, outcomes: Sequence[PageOutcome]) -> list[str | None]:
+        if not outcomes:
+            return []
+
+        def go() -> list[str | None]:
+            # Fast path: the whole group in one go. If any statement fails, redo page by
+            # page under savepoints so one bad page cannot take its neighbours down.
+            try:
+                with self._write() as db:
+                    self._apply(db, crawl, outcomes)
+                return [None] * len(outcomes)
+            except sqlite3.DatabaseError:
+                pass
+            errors: list[str | None] = []
+            with self._write() as db:
+                for page in outcomes:
+                    db.execute("SAVEPOINT page")
+                    try:
+                        self._apply(db, crawl, [page])
+                    except sqlite3.DatabaseError as exc:
+                        db.execute("ROLLBACK TO page")
+                        errors.append(f"commit failed: {exc}")
+                    else:
+                        errors.append(None)
+                    db.execute("RELEASE page")
+            return errors
+
+        return self._run(go)
+
+    def due(self, crawl: str) -> Due:
+        def go() -> Due:
+            pending = self._db.execute(Q["next_pending"], (crawl,)).fetchone()[0]
+            expiry = self._db.execute(Q["next_lease_expiry"], (crawl,)).fetchone()[0]
+            times = [t for t in (pending, expiry) if t is not None]
+            return Due(open=bool(times), next_at=min(times) if times else None)
+
+        return self._run(go)
+
+    # -- reading -------------------------------------------------------------------------
+    def crawls(self) -> list[str]:
+        return self._run(lambda: [r[0] for r in self._db.execute(Q["list_crawls"])])
+
+    def stats(self, crawl: str) -> CrawlStats:
+        def go() -> CrawlStats:
+            db = self._db
+            states = dict(db.execute(Q["count_states"], (crawl,)).fetchall())
+            records = db.execute(Q["count_records"], (crawl,)).fetchone()[0]
+            outcomes = dict(db.execute(Q["count_grants"], (crawl,)).fetchall())
+            active = db.execute(Q["count_active_grants"], (crawl,)).fetchone()[0]
+            grants = sum(outcomes.values())
+            lost = outcomes.get("", 0) - active
+            unfetched = outcomes.get("released", 0) + outcomes.get("skipped", 0)
+            return CrawlStats(
+                crawl=crawl,
+                pending=states.get("pending", 0),
+                leased=states.get("leased", 0),
+                done=states.get("done", 0),
+                failed=states.get("failed", 0),
+                records=records,
+                lease_grants=grants,
+                requests=grants - unfetched - active,
+                retries=outcomes.get("retry", 0),
+                repeated=lost + outcomes.get("abandoned", 0),
+                outcomes={k or "in flight or lost": v for k, v in outcomes.items()},
+            )
+
+        return self._run(go)
+
+    def failed(self, crawl: str | None = None) -> list[FailedUrl]:
+        rows = self._run(lambda: self._db.execute(Q["list_failed"], (crawl, crawl)).fetchall())
+        return [FailedUrl(*row) for row in rows]
+
+    def retry_failed(self, crawl: str | None = None) -> int:
+        def go() -> int:
+            with self._write() as db:
+                return db.execute(Q["requeue_failed"], (crawl, crawl)).rowcount
+
+        return self._run(go)
+
+    def iter_records(
+        self, crawl: str | None = None, *, since: float = 0.0
+    ) -> Iterator[StoredRecord]:
+        cursor = self._run(lambda: self._db.execute(Q["iter_records"], (crawl, crawl, since)))
+        for row in cursor:
+            *head, data = row
+            yield StoredRecord(*head, data=json.loads(data))
+
+    # -- robots.txt cache ----------------------------------------------------------------
+    def get_robots(self, crawl: str, origin: str, *, max_age: float) -> str | None:
+        def go() -> str | None:
+            row = self._db.execute(
+                Q["get_robots"], (crawl, origin, time.time() - max_age)
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        return self._run(go)
+
+    def put_robots(self, crawl: str, origin: str, body: str) -> None:
+        def go() -> None:
+            with self._write() as db:
+                db.execute(Q["put_robots"], (crawl, origin, body, time.time()))
+
+        self._run(go)
