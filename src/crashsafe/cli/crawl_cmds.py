@@ -7,7 +7,7 @@ import contextlib
 import csv
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -258,6 +258,15 @@ def write_csv(store: Store, crawl: str | None, since: float, out: IO[str]) -> in
     return n
 
 
+@contextlib.contextmanager
+def _open_output(path: str | None) -> Iterator[IO[str]]:
+    if path is None:
+        yield sys.stdout
+    else:
+        with open(path, "w", encoding="utf-8", newline="") as out:
+            yield out
+
+
 @click.command()
 @db_option()
 @click.option("--crawl", "crawl_name", help="Only this crawl.")
@@ -272,11 +281,7 @@ def export(
     store = open_db(db_url)
     try:
         _crawl_names(store, crawl_name)
-        with (
-            open(output, "w", encoding="utf-8", newline="")
-            if output
-            else contextlib.nullcontext(click.get_text_stream("stdout"))
-        ) as out:
+        with _open_output(output) as out:
             if fmt == "jsonl":
                 n = write_jsonl(store.iter_records(crawl_name, since=since_ts), out)
             else:

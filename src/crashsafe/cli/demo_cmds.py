@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import sys
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -14,7 +16,8 @@ import click
 from crashsafe.cli.crawl_cmds import report_result, summary
 from crashsafe.cli.options import fmt_seconds
 from crashsafe.crawl.engine import Crawler
-from crashsafe.demo.shop import Shop, ShopOptions, ShopThread, serve
+from crashsafe.demo.server import serve
+from crashsafe.demo.shop import Shop, ShopOptions, ShopThread
 from crashsafe.demo.spider import DemoShop
 from crashsafe.errors import ConfigError
 from crashsafe.store import open_store
@@ -36,6 +39,21 @@ def shop_options(f: click.decorators.FC) -> click.decorators.FC:
     return f
 
 
+@contextlib.contextmanager
+def _shop_thread(options: ShopOptions, port: int) -> Iterator[ShopThread]:
+    site = ShopThread(options, port=port)
+    try:
+        site.__enter__()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot start the demo shop on 127.0.0.1:{port} ({exc.strerror}): pass --port"
+        ) from exc
+    try:
+        yield site
+    finally:
+        site.__exit__(None, None, None)
+
+
 @click.command("demo-site")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @shop_options
@@ -51,7 +69,7 @@ def demo_site(
 
     async def main() -> None:
         try:
-            runner, bound = await serve(Shop(options), port=port)
+            runner, bound = await serve(Shop(options).app(), port=port)
         except OSError as exc:
             raise ConfigError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from exc
         click.echo(
@@ -71,10 +89,21 @@ def demo_site(
 
 
 @click.command()
-@click.option("--db", "db_path", default="crashsafe-demo.db", show_default=True,
-              type=click.Path(dir_okay=False), help="SQLite file to crawl into.")
-@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535),
-              help="Port of the in-process demo shop (keep it to resume a killed demo).")
+@click.option(
+    "--db",
+    "db_path",
+    default="crashsafe-demo.db",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="SQLite file to crawl into.",
+)
+@click.option(
+    "--port",
+    default=8765,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port of the in-process demo shop (keep it to resume a killed demo).",
+)
 @click.option("--fresh", is_flag=True, help="Delete the demo database first.")
 @click.option("--concurrency", default=16, show_default=True, type=click.IntRange(1))
 @click.option("--no-progress", is_flag=True)
@@ -102,13 +131,7 @@ def demo(
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         shutil.rmtree(f"{path}-workers", ignore_errors=True)
     options = ShopOptions(listings, per_listing, latency_ms, error_rate, seed)
-    try:
-        site = ShopThread(options, port=port).__enter__()
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot start the demo shop on 127.0.0.1:{port} ({exc.strerror}): pass --port"
-        ) from exc
-    try:
+    with _shop_thread(options, port) as site:
         click.echo(f"demo shop at {site.url}/list/0; crawling into {path}", err=True)
         store = open_store(f"sqlite:///{path}")
         try:
@@ -127,8 +150,6 @@ def demo(
         with urllib.request.urlopen(f"{site.url}/catalogue", timeout=10) as resp:
             catalogue = json.load(resp)
         server = site.shop.snapshot()
-    finally:
-        site.__exit__(None, None, None)
     if result.interrupted:
         report_result(result, f"sqlite:///{path}")
     wrong = sum(

@@ -172,9 +172,7 @@ class Crawler:
             await self._call(self.store.reclaim_dead_workers, self.crawl)
             links = LinkFilter(self.settings, self.start_urls)
             starts = [links.canonical(u) for u in self.start_urls]
-            await self._call(
-                self.store.enqueue, self.crawl, [NewUrl(u, 0) for u in starts if u]
-            )
+            await self._call(self.store.enqueue, self.crawl, [NewUrl(u, 0) for u in starts if u])
             async with new_session(self.settings) as session:
                 processor = PageProcessor(
                     spider=self.spider,

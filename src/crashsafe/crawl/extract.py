@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -83,7 +82,9 @@ def to_rows(
                     id=record_id(src, key), source=src, key=key, url=page.url, data=item.data
                 )
             except (TypeError, ValueError) as exc:
-                raise ParseError(f"record {key!r} from {page.url}: data is not JSON: {exc}") from exc
+                raise ParseError(
+                    f"record {key!r} from {page.url}: data is not JSON: {exc}"
+                ) from exc
             records.append(row)
         elif isinstance(item, Link | str):
             link = item if isinstance(item, Link) else Link(page.urljoin(item))

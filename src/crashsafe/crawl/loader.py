@@ -39,8 +39,7 @@ def load_spider(target: str) -> type[Spider]:
             module = importlib.import_module(where)
         except ImportError as exc:
             raise SpiderLoadError(
-                f"cannot import module {where!r}: {exc}. Use path/file.py[:Class] or "
-                "module:Class"
+                f"cannot import module {where!r}: {exc}. Use path/file.py[:Class] or module:Class"
             ) from exc
     if cls_name:
         found = getattr(module, cls_name, None)

@@ -67,7 +67,7 @@ class PageProcessor:
         s = self.settings
         if retry_after is not None:
             return min(retry_after, s.backoff_max)
-        base = min(s.backoff_max, s.backoff_base * 2 ** (attempt - 1))
+        base: float = min(s.backoff_max, s.backoff_base * 2.0 ** (attempt - 1))
         return base * self.rng.uniform(0.5, 1.5)
 
     def _retry(
@@ -129,9 +129,7 @@ class PageProcessor:
         )
         try:
             items = await run_callback(self.spider, page, lease.callback)
-            records, new_urls = to_rows(
-                items, page=page, source=self.spider.name, links=self.links
-            )
+            records, new_urls = to_rows(items, page=page, source=self.spider.name, links=self.links)
         except ParseError as exc:
             return PageOutcome(lease, "failed", status, str(exc))
         except Exception:

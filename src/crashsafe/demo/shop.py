@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+
+from crashsafe.demo.server import AppThread
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,42 +153,9 @@ class Shop:
         return web.json_response([[t, path] for t, path in self.log if t >= since])
 
 
-async def serve(
-    shop: Shop, *, host: str = "127.0.0.1", port: int = 0
-) -> tuple[web.AppRunner, int]:
-    """Start ``shop`` on the running loop; return the runner and the bound port."""
-    runner = web.AppRunner(shop.app(), access_log=None, handle_signals=False)
-    await runner.setup()
-    await web.TCPSite(runner, host, port, backlog=1024).start()
-    return runner, int(runner.addresses[0][1])
-
-
-class ShopThread:
-    """The shop on its own thread and loop, for ``crashsafe demo`` and tests.
-
-    Use as a context manager; ``url`` is ``http://127.0.0.1:PORT``.
-    """
+class ShopThread(AppThread):
+    """The demo shop on its own thread, for ``crashsafe demo`` and tests."""
 
     def __init__(self, options: ShopOptions | None = None, *, port: int = 0) -> None:
         self.shop = Shop(options or ShopOptions())
-        self.port = port
-        self._loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> ShopThread:
-        self._thread.start()
-        future = asyncio.run_coroutine_threadsafe(serve(self.shop, port=self.port), self._loop)
-        self._runner, self.port = future.result(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
-        self._loop.close()
+        super().__init__(self.shop.app(), port=port)

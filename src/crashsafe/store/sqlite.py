@@ -314,9 +314,10 @@ class SQLiteStore:
         self, crawl: str | None = None, *, since: float = 0.0
     ) -> Iterator[StoredRecord]:
         cursor = self._run(lambda: self._db.execute(Q["iter_records"], (crawl, crawl, since)))
-        for row in cursor:
-            *head, data = row
-            yield StoredRecord(*head, data=json.loads(data))
+        for crawl_, id_, source, key, url, version, first_seen, last_changed, data in cursor:
+            yield StoredRecord(
+                crawl_, id_, source, key, url, version, first_seen, last_changed, json.loads(data)
+            )
 
     # -- robots.txt cache ----------------------------------------------------------------
     def get_robots(self, crawl: str, origin: str, *, max_age: float) -> str | None:
