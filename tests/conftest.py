@@ -1,0 +1,39 @@
+"""Shared fixtures: real SQLite files and real HTTP servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from crashsafe.demo.shop import ShopOptions, ShopThread
+from crashsafe.store import Store, open_store
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'crawl.db'}"
+
+
+@pytest.fixture
+def shop() -> Iterator[Callable[..., ShopThread]]:
+    """Start a demo shop: ``shop(listings=2, per_listing=5, latency_ms=0)``."""
+    started: list[ShopThread] = []
+
+    def start(**options: object) -> ShopThread:
+        site = ShopThread(ShopOptions(**options))  # type: ignore[arg-type]
+        site.__enter__()
+        started.append(site)
+        return site
+
+    yield start
+    for site in started:
+        site.__exit__(None, None, None)
+
+
+@pytest.fixture
+def sqlite_store(db_url: str) -> Iterator[Store]:
+    store = open_store(db_url)
+    yield store
+    store.close()

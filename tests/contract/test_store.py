@@ -1,0 +1,196 @@
+"""The Store contract: every backend must pass these unchanged."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+
+import pytest
+
+from crashsafe.store import Lease, NewUrl, PageOutcome, RecordRow, Store
+from tests.contract.conftest import PYTHON, SQLiteBackend
+
+C = "c"
+
+
+def rec(key: str, price: str) -> RecordRow:
+    return RecordRow.build(id=f"id-{key}", source="s", key=key, url=None, data={"price": price})
+
+
+def lease_one(store: Store, url: str, owner: str | None = None) -> Lease:
+    owner = owner or store.register_worker()
+    [lease] = [x for x in store.lease(C, owner, 100, 60) if x.url == url]
+    return lease
+
+
+def test_enqueue_known_url_is_a_no_op(store: Store) -> None:
+    assert store.enqueue(C, [NewUrl("http://a/1"), NewUrl("http://a/2")]) == 2
+    assert store.enqueue(C, [NewUrl("http://a/1"), NewUrl("http://a/3")]) == 1
+    assert store.stats(C).pending == 3
+
+
+def test_crawls_are_scoped_by_name(store: Store) -> None:
+    store.enqueue("one", [NewUrl("http://a/1")])
+    store.enqueue("two", [NewUrl("http://a/1")])
+    owner = store.register_worker()
+    assert [x.url for x in store.lease("one", owner, 10, 60)] == ["http://a/1"]
+    assert store.stats("two").pending == 1
+    assert store.crawls() == ["one", "two"]
+
+
+def test_lease_grants_at_most_limit_and_never_twice(open_stores: Callable[[], Store]) -> None:
+    a, b = open_stores(), open_stores()
+    a.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(10)])
+    first = a.lease(C, a.register_worker(), 4, 60)
+    second = b.lease(C, b.register_worker(), 100, 60)
+    assert len(first) == 4 and len(second) == 6
+    assert not {x.url for x in first} & {x.url for x in second}
+    assert a.lease(C, a.register_worker(), 100, 60) == []
+    assert a.stats(C).leased == 10 and a.stats(C).lease_grants == 10
+
+
+def test_expired_lease_is_leased_again(store: Store) -> None:
+    store.enqueue(C, [NewUrl("http://a/1")])
+    owner = store.register_worker()
+    assert len(store.lease(C, owner, 1, 0.05)) == 1
+    assert store.lease(C, owner, 1, 60) == []
+    time.sleep(0.1)
+    again = store.lease(C, owner, 1, 60)
+    assert [x.url for x in again] == ["http://a/1"]
+    stats = store.stats(C)
+    assert stats.lease_grants == 2
+    assert stats.repeated == 1  # the lapsed grant counts as a repeated request
+
+
+def test_renew_keeps_a_lease(store: Store) -> None:
+    store.enqueue(C, [NewUrl("http://a/1")])
+    owner = store.register_worker()
+    store.lease(C, owner, 1, 0.2)
+    assert store.renew(C, owner, 60) == 1
+    time.sleep(0.3)
+    assert store.lease(C, owner, 1, 60) == []
+
+
+def test_dead_worker_leases_come_back_at_once(
+    backend: SQLiteBackend, store: Store
+) -> None:
+    store.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(5)])
+    proc = subprocess.Popen(
+        [PYTHON, "-c", backend.worker_script()], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        dead_owner, leased = proc.stdout.readline().split()
+        assert leased == "3"
+        assert store.reclaim_dead_workers(C) == 0  # alive: its leases stay
+        assert len(store.lease(C, store.register_worker(), 10, 60)) == 2
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    # Leases were for an hour; the liveness lock died with the process.
+    assert store.reclaim_dead_workers(C) == 3
+    assert store.stats(C).pending == 3
+
+
+def test_commit_page_stores_records_links_and_done_together(store: Store) -> None:
+    store.enqueue(C, [NewUrl("http://a/1")])
+    lease = lease_one(store, "http://a/1")
+    out = PageOutcome(
+        lease, "done", 200, records=[rec("k1", "1.00")], links=[NewUrl("http://a/2", 1)]
+    )
+    assert store.commit_pages(C, [out]) == [None]
+    stats = store.stats(C)
+    assert (stats.done, stats.pending, stats.records, stats.requests) == (1, 1, 1, 1)
+
+
+def test_upsert_writes_only_changes(store: Store) -> None:
+    store.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(3)])
+    owner = store.register_worker()
+    l1, l2, l3 = store.lease(C, owner, 3, 60)
+    store.commit_pages(C, [PageOutcome(l1, "done", 200, records=[rec("k", "1.00")])])
+    [first] = store.iter_records(C)
+    time.sleep(0.01)
+    store.commit_pages(C, [PageOutcome(l2, "done", 200, records=[rec("k", "1.00")])])
+    [same] = store.iter_records(C)
+    assert same == first  # unchanged content writes nothing
+    time.sleep(0.01)
+    store.commit_pages(C, [PageOutcome(l3, "done", 200, records=[rec("k", "2.00")])])
+    [changed] = store.iter_records(C)
+    assert changed.version == 2 and changed.data == {"price": "2.00"}
+    assert changed.first_seen == first.first_seen
+    assert changed.last_changed > first.last_changed
+    assert list(store.iter_records(C, since=changed.last_changed)) == [changed]
+    assert list(store.iter_records(C, since=changed.last_changed + 1)) == []
+
+
+def test_failed_commit_leaves_neither_records_nor_done_mark(
+    backend: SQLiteBackend, store: Store
+) -> None:
+    urls = ["http://a/ok1", "http://a/bad", "http://a/ok2"]
+    store.enqueue(C, [NewUrl(u) for u in urls])
+    owner = store.register_worker()
+    leases = {x.url: x for x in store.lease(C, owner, 3, 60)}
+    backend.fail_done_mark("http://a/bad")
+    outcomes = [
+        PageOutcome(
+            leases[u], "done", 200, records=[rec(u, "1")], links=[NewUrl(u + "/child", 1)]
+        )
+        for u in urls
+    ]
+    errors = store.commit_pages(C, outcomes)
+    assert errors[0] is None and errors[2] is None
+    assert errors[1] is not None and "injected failure" in errors[1]
+    keys = {r.key for r in store.iter_records(C)}
+    assert keys == {"http://a/ok1", "http://a/ok2"}  # the bad page's record rolled back
+    stats = store.stats(C)
+    assert stats.done == 2 and stats.leased == 1
+    assert stats.pending == 2  # the good pages' links only
+
+
+def test_retry_then_dead_letter_then_requeue(store: Store) -> None:
+    store.enqueue(C, [NewUrl("http://a/1")])
+    owner = store.register_worker()
+    [lease] = store.lease(C, owner, 1, 60)
+    later = time.time() + 0.2
+    store.commit_pages(C, [PageOutcome(lease, "retry", 503, "HTTP 503", next_attempt_at=later)])
+    assert store.lease(C, owner, 1, 60) == []  # not due yet
+    assert store.due(C).open and store.due(C).next_at == pytest.approx(later)
+    time.sleep(0.25)
+    [lease] = store.lease(C, owner, 1, 60)
+    assert lease.attempts == 1
+    store.commit_pages(C, [PageOutcome(lease, "failed", 503, "HTTP 503 (gave up)")])
+    [dead] = store.failed(C)
+    assert (dead.url, dead.attempts, dead.http_status) == ("http://a/1", 2, 503)
+    assert not store.due(C).open
+    assert store.stats(C).retries == 1
+    assert store.retry_failed(C) == 1
+    assert store.failed(C) == [] and store.stats(C).pending == 1
+
+
+def test_release_gives_leases_back_and_counts_requests(store: Store) -> None:
+    store.enqueue(C, [NewUrl("http://a/1"), NewUrl("http://a/2")])
+    owner = store.register_worker()
+    l1, l2 = store.lease(C, owner, 2, 60)
+    store.release(C, [(l1, False), (l2, True)])
+    stats = store.stats(C)
+    assert stats.pending == 2
+    assert stats.requests == 1  # l2 was fetched before it was given back
+    assert stats.repeated == 1
+
+
+def test_skipped_pages_are_done_without_a_request(store: Store) -> None:
+    store.enqueue(C, [NewUrl("http://a/private")])
+    lease = lease_one(store, "http://a/private")
+    store.commit_pages(C, [PageOutcome(lease, "skipped", error="disallowed by robots.txt")])
+    stats = store.stats(C)
+    assert stats.done == 1 and stats.requests == 0
+    assert not store.due(C).open
+
+
+def test_robots_cache(store: Store) -> None:
+    assert store.get_robots(C, "http://a", max_age=60) is None
+    store.put_robots(C, "http://a", "User-agent: *\nDisallow: /x")
+    assert store.get_robots(C, "http://a", max_age=60) == "User-agent: *\nDisallow: /x"
+    assert store.get_robots(C, "http://a", max_age=-1) is None  # too old

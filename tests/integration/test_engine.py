@@ -1,0 +1,240 @@
+"""The crawl engine against a misbehaving site on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from crashsafe import Crawler, Page, Record, Spider, open_store
+from crashsafe.demo.server import AppThread
+from crashsafe.store import Store
+
+LINKS = [
+    "/ok/1", "/ratelimited", "/flaky-list", "/broken", "/gone", "/gone410", "/slow",
+    "/private/x", "/loop", "/redirect", "/offsite", "/big", "/crash", "/forbidden",
+]  # fmt: skip
+
+
+class Site:
+    """Each route misbehaves in one way; ``hits`` counts requests per path."""
+
+    def __init__(self) -> None:
+        self.hits: Counter[str] = Counter()
+        self.times: dict[str, list[float]] = {}
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.offsite_url = ""
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", self.handle)
+        return app
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        self.hits[path] += 1
+        self.times.setdefault(path, []).append(time.monotonic())
+        n = self.hits[path]
+        page = "<html><body><span class='v'>{}</span>{}</body></html>"
+        if path == "/robots.txt":
+            return web.Response(text="User-agent: *\nDisallow: /private\n")
+        if path == "/start":
+            links = "".join(f'<a href="{u}">x</a>' for u in LINKS)
+            return web.Response(text=page.format("start", links), content_type="text/html")
+        if path == "/ratelimited" and n == 1:
+            return web.Response(status=429, headers={"Retry-After": "1"})
+        if path == "/flaky-list":
+            if n <= 2:
+                return web.Response(status=503)
+            return web.Response(
+                text=page.format("list", '<a href="/ok/7">x</a>'), content_type="text/html"
+            )
+        if path == "/broken":
+            return web.Response(status=500)
+        if path == "/gone":
+            return web.Response(status=404)
+        if path == "/gone410":
+            return web.Response(status=410)
+        if path == "/slow" and n == 1:
+            await asyncio.sleep(3)
+        if path in ("/loop", "/loop2"):
+            raise web.HTTPFound("/loop2" if path == "/loop" else "/loop")
+        if path == "/redirect":
+            raise web.HTTPFound("/ok/9")
+        if path == "/offsite":
+            raise web.HTTPFound(self.offsite_url)
+        if path == "/big":
+            return web.Response(body=b"x" * 50_000)
+        if path == "/forbidden":
+            return web.Response(status=403)
+        if path.startswith("/host/"):
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            await asyncio.sleep(0.05)
+            self.in_flight -= 1
+        return web.Response(text=page.format(path, ""), content_type="text/html")
+
+
+@pytest.fixture
+def site() -> Iterator[tuple[Site, str]]:
+    s = Site()
+    with AppThread(s.app()) as thread:
+        s.offsite_url = f"http://localhost:{thread.port}/ok/offsite"
+        yield s, thread.url
+
+
+class Probe(Spider):
+    name = "probe"
+    backoff_base = 0.05
+    timeout = 1.0
+    max_attempts = 3
+    max_redirects = 3
+    max_response_bytes = 10_000
+
+    def parse(self, page: Page) -> Iterator[Any]:
+        if page.url.endswith(("/start", "/flaky-list")):
+            yield from page.follow_all(css="a::attr(href)")
+        elif page.url.endswith("/crash"):
+            raise ValueError("boom in user code")
+        else:
+            yield Record(key=page.url.split("/", 3)[3], data={"v": page.css(".v::text").get()})
+
+
+def crawl(spider: Spider, store: Store, base: str, **settings: Any) -> Any:
+    crawler = Crawler(
+        spider,
+        store,
+        settings=type(spider).crawl_settings(**settings),
+        start_urls=[f"{base}/start"],
+        handle_signals=False,
+    )
+    return asyncio.run(crawler.run())
+
+
+def test_engine_handles_every_kind_of_misbehaviour(site: tuple[Site, str], db_url: str) -> None:
+    server, base = site
+    store = open_store(db_url)
+    try:
+        result = crawl(Probe(), store, base)
+        stats = result.stats
+        records = {r.key: r for r in store.iter_records("probe")}
+        failed = {f.url.removeprefix(base): f for f in store.failed("probe")}
+    finally:
+        store.close()
+    hits = server.hits
+
+    assert stats.pending == 0 and stats.leased == 0
+    # 429 + Retry-After: retried after the server's delay, then stored
+    assert hits["/ratelimited"] == 2
+    gap = server.times["/ratelimited"][1] - server.times["/ratelimited"][0]
+    assert gap >= 0.9
+    assert "ratelimited" in records
+    # a 503 on a listing page is retried, never taken as an empty page
+    assert hits["/flaky-list"] == 3 and "ok/7" in records
+    # 5xx for good: dead letter after max_attempts, with the last error
+    assert hits["/broken"] == 3
+    assert failed["/broken"].error == "HTTP 500 (gave up after 3 attempts)"
+    assert failed["/broken"].attempts == 3
+    # 404/410: done, no record, no retry
+    assert hits["/gone"] == 1 and hits["/gone410"] == 1
+    assert "gone" not in records and "/gone" not in failed
+    # timeout: retried
+    assert hits["/slow"] == 2 and "slow" in records
+    # robots.txt obeyed, fetched once
+    assert hits["/private/x"] == 0 and hits["/robots.txt"] == 1
+    # redirect loop: fails, bounded
+    assert "more than 3 redirects" in (failed["/loop"].error or "")
+    assert hits["/loop"] + hits["/loop2"] <= 4
+    # redirects followed; the record is stored under the final URL
+    assert hits["/redirect"] == 1 and hits["/ok/9"] == 1
+    assert records["ok/9"].url == f"{base}/ok/9"
+    # off-site redirect: not followed
+    assert hits["/ok/offsite"] == 0 and "offsite" not in failed
+    # size cap
+    assert "response too large" in (failed["/big"].error or "")
+    # an exception in parse fails that URL with its traceback; the crawl goes on
+    assert "ValueError: boom in user code" in (failed["/crash"].error or "")
+    assert "Traceback" in (failed["/crash"].error or "")
+    # other statuses fail, never silently done
+    assert failed["/forbidden"].http_status == 403
+    assert set(failed) == {"/broken", "/loop", "/big", "/crash", "/forbidden"}
+    assert "ok/1" in records
+    # the store's request count agrees with the server's (robots.txt aside)
+    server_pages = sum(hits.values()) - hits["/robots.txt"]
+    redirect_extra = hits["/loop2"] + hits["/ok/9"] + hits["/loop"] - 1
+    assert stats.requests == server_pages - redirect_extra
+    assert stats.retries == 1 + 2 + 2 + 1  # ratelimited, flaky-list, broken, slow
+
+
+def test_robots_txt_is_cached_across_runs(site: tuple[Site, str], db_url: str) -> None:
+    server, base = site
+    for _ in range(2):
+        store = open_store(db_url)
+        try:
+            crawl(Probe(), store, base)
+            store.retry_failed("probe")
+        finally:
+            store.close()
+    assert server.hits["/robots.txt"] == 1
+
+
+class HostSpider(Spider):
+    name = "hosts"
+
+    def parse(self, page: Page) -> Iterator[Any]:
+        if page.url.endswith("/start"):
+            yield from (page.follow(f"/host/{i}") for i in range(20))
+
+
+def test_per_host_concurrency_and_delay(site: tuple[Site, str], db_url: str) -> None:
+    server, base = site
+    store = open_store(db_url)
+    try:
+        crawl(HostSpider(), store, base, concurrency=10, per_host_concurrency=2)
+        assert server.max_in_flight == 2
+        server.max_in_flight = 0
+        store.retry_failed()
+    finally:
+        store.close()
+    store = open_store(db_url.replace("crawl.db", "delay.db"))
+    try:
+        crawl(HostSpider(), store, base, concurrency=10, per_host_delay=0.05)
+    finally:
+        store.close()
+    starts = sorted(t for p, ts in server.times.items() if p.startswith("/host/") for t in ts)
+    second_run = starts[20:]
+    # 20 requests spaced by 0.05 s span at least 19 gaps (server-side clock, some jitter)
+    assert second_run[-1] - second_run[0] >= 19 * 0.05 * 0.9
+
+
+class BadYields(Spider):
+    name = "bad"
+
+    def parse(self, page: Page) -> Iterator[Any]:
+        if page.url.endswith("/start"):
+            yield page.follow("/ok/1")
+            yield page.follow("/ok/2")
+        elif page.url.endswith("/ok/1"):
+            yield Record(key=None, data={})
+        else:
+            yield 42
+
+
+def test_bad_yields_fail_the_page_with_a_clear_message(
+    site: tuple[Site, str], db_url: str
+) -> None:
+    _, base = site
+    store = open_store(db_url)
+    try:
+        crawl(BadYields(), store, base)
+        errors = {f.url.removeprefix(base): f.error or "" for f in store.failed("bad")}
+    finally:
+        store.close()
+    assert "empty key" in errors["/ok/1"]
+    assert "parse yielded int" in errors["/ok/2"]

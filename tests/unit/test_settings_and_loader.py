@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import crashsafe
+from crashsafe.crawl.loader import load_spider
+from crashsafe.crawl.pages import retry_after_seconds
+from crashsafe.crawl.settings import CrawlSettings
+from crashsafe.demo.spider import DemoShop
+from crashsafe.errors import ConfigError, SpiderLoadError
+
+
+def test_public_names_match_all() -> None:
+    public = {n for n in dir(crashsafe) if not n.startswith("_")} - {"annotations"}
+    modules = {"cli", "crawl", "demo", "errors", "ids", "store"}
+    assert set(crashsafe.__all__) == public - modules
+
+
+def test_spider_attributes_then_overrides() -> None:
+    class S(crashsafe.Spider):
+        name = "s"
+        concurrency = 3
+        allowed_domains = ["a.com"]
+
+    settings = S.crawl_settings(max_attempts=2)
+    assert (settings.concurrency, settings.max_attempts) == (3, 2)
+    assert settings.allowed_domains == ("a.com",)
+    assert settings.host_limit == 3
+
+
+def test_bad_settings_are_named() -> None:
+    with pytest.raises(ConfigError, match="concurrency must be > 0"):
+        CrawlSettings(concurrency=0)
+    with pytest.raises(ConfigError, match="unknown setting"):
+        CrawlSettings().replace(concurency=3)
+    assert CrawlSettings.parse_value("obey_robots", "false") is False
+    assert CrawlSettings.parse_value("per_host_delay", "0.5") == 0.5
+    assert CrawlSettings.parse_value("handle_statuses", "403,451") == (403, 451)
+    with pytest.raises(ConfigError, match="cannot use"):
+        CrawlSettings.parse_value("concurrency", "many")
+
+
+def test_load_spider_from_module_and_file(tmp_path: Path) -> None:
+    assert load_spider("crashsafe.demo.spider:DemoShop") is DemoShop
+    assert load_spider("crashsafe.demo.spider") is DemoShop
+    f = tmp_path / "mine.py"
+    f.write_text(
+        "from crashsafe import Spider\n"
+        "class A(Spider):\n    name = 'a'\n"
+        "class B(Spider):\n    name = 'b'\n"
+    )
+    assert load_spider(f"{f}:B").name == "b"
+    with pytest.raises(SpiderLoadError, match="defines 2 Spider classes"):
+        load_spider(str(f))
+    with pytest.raises(SpiderLoadError, match="does not exist"):
+        load_spider(str(tmp_path / "missing.py"))
+    with pytest.raises(SpiderLoadError, match="cannot import module"):
+        load_spider("no_such_module_xyz:Spider")
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('boom')\n")
+    with pytest.raises(SpiderLoadError, match="RuntimeError: boom"):
+        load_spider(str(broken))
+
+
+def test_retry_after() -> None:
+    assert retry_after_seconds("120") == 120
+    assert retry_after_seconds(None) is None
+    assert retry_after_seconds("soon") is None
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412470.0) == 10.0
