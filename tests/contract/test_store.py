@@ -73,16 +73,14 @@ def test_renew_keeps_a_lease(store: Store) -> None:
     assert store.lease(C, owner, 1, 60) == []
 
 
-def test_dead_worker_leases_come_back_at_once(
-    backend: SQLiteBackend, store: Store
-) -> None:
+def test_dead_worker_leases_come_back_at_once(backend: SQLiteBackend, store: Store) -> None:
     store.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(5)])
     proc = subprocess.Popen(
         [PYTHON, "-c", backend.worker_script()], stdout=subprocess.PIPE, text=True
     )
     try:
         assert proc.stdout is not None
-        dead_owner, leased = proc.stdout.readline().split()
+        _owner, leased = proc.stdout.readline().split()
         assert leased == "3"
         assert store.reclaim_dead_workers(C) == 0  # alive: its leases stay
         assert len(store.lease(C, store.register_worker(), 10, 60)) == 2
@@ -134,9 +132,7 @@ def test_failed_commit_leaves_neither_records_nor_done_mark(
     leases = {x.url: x for x in store.lease(C, owner, 3, 60)}
     backend.fail_done_mark("http://a/bad")
     outcomes = [
-        PageOutcome(
-            leases[u], "done", 200, records=[rec(u, "1")], links=[NewUrl(u + "/child", 1)]
-        )
+        PageOutcome(leases[u], "done", 200, records=[rec(u, "1")], links=[NewUrl(u + "/child", 1)])
         for u in urls
     ]
     errors = store.commit_pages(C, outcomes)

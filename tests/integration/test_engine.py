@@ -226,9 +226,7 @@ class BadYields(Spider):
             yield 42
 
 
-def test_bad_yields_fail_the_page_with_a_clear_message(
-    site: tuple[Site, str], db_url: str
-) -> None:
+def test_bad_yields_fail_the_page_with_a_clear_message(site: tuple[Site, str], db_url: str) -> None:
     _, base = site
     store = open_store(db_url)
     try:

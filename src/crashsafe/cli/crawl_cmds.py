@@ -154,7 +154,8 @@ def status(db_url: str, crawl_name: str | None, as_json: bool) -> None:
     elif not rows:
         click.echo(f"no crawls in {db_url}")
     else:
-        Console().print(stats_table(rows))
+        # Piped output keeps whole column names instead of the 80-column default.
+        Console(width=None if sys.stdout.isatty() else 160).print(stats_table(rows))
 
 
 @click.command()

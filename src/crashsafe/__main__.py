@@ -1,0 +1,5 @@
+"""``python -m crashsafe`` is the ``crashsafe`` command."""
+
+from crashsafe.cli import main
+
+main()

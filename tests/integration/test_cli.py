@@ -1,0 +1,138 @@
+"""The command line, run as a user runs it: real subprocesses, real files."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from crashsafe.demo.shop import ShopThread
+from tests.helpers import get_json, run_cli, start_cli, wait_for
+
+
+def crawl_args(site: ShopThread, db_url: str, *extra: str) -> list[str]:
+    return [
+        "crawl",
+        "crashsafe.demo.spider:DemoShop",
+        "--db",
+        db_url,
+        "--start-url",
+        f"{site.url}/list/0",
+        "--no-progress",
+        *extra,
+    ]
+
+
+def test_crawl_status_export_agree_with_the_server(
+    shop: Callable[..., ShopThread], db_url: str, tmp_path: Path
+) -> None:
+    site = shop(listings=3, per_listing=10)
+    done = run_cli(*crawl_args(site, db_url))
+    assert done.returncode == 0, done.stderr
+    assert "33 pages done, 0 failed, 30 records" in done.stderr
+
+    status = run_cli("status", "--db", db_url, "--json")
+    [row] = json.loads(status.stdout)
+    server = get_json(f"{site.url}/stats")
+    assert row["requests"] == server["requests"] == 33
+    assert row["repeated"] == server["repeated"] == 0
+    assert (row["done"], row["records"], row["pending"], row["leased"]) == (33, 30, 0, 0)
+    assert row["requests_per_record"] == 1.1
+    human = run_cli("status", "--db", db_url)
+    assert "demo-shop" in human.stdout and "requests" in human.stdout
+
+    catalogue = get_json(f"{site.url}/catalogue")
+    out = tmp_path / "out.jsonl"
+    exported = run_cli("export", "--db", db_url, "-o", str(out))
+    assert exported.returncode == 0 and "wrote 30 record(s)" in exported.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["key"]: r["data"]["price"] for r in rows} == {
+        k: v["price"] for k, v in catalogue.items()
+    }
+    as_csv = run_cli("export", "--db", db_url, "--format", "csv")
+    parsed = list(csv.DictReader(io.StringIO(as_csv.stdout)))
+    assert len(parsed) == 30 and {"key", "name", "price", "version"} <= set(parsed[0])
+    future = run_cli("export", "--db", db_url, "--since", "2999-01-01T00:00:00Z")
+    assert future.stdout == ""
+
+    again = run_cli(*crawl_args(site, db_url))  # the same command again: nothing to do
+    assert again.returncode == 0
+    assert get_json(f"{site.url}/stats")["requests"] == 33
+
+
+def test_failed_and_retry(shop: Callable[..., ShopThread], db_url: str) -> None:
+    site = shop(listings=2, per_listing=5, error_rate=1.0)
+    args = crawl_args(site, db_url, "--max-attempts", "2", "--set", "backoff_base=0.01")
+    first = run_cli(*args)
+    assert first.returncode == 0
+    assert "1 URL(s) failed" in first.stderr
+    listed = run_cli("failed", "--db", db_url)
+    assert "/list/0" in listed.stdout and "gave up after 2 attempts" in listed.stdout
+    assert "1 failed URL(s)" in listed.stdout
+    requeued = run_cli("retry", "--db", db_url)
+    assert "re-queued 1 URL(s)" in requeued.stdout
+    [row] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
+    assert row["pending"] == 1 and row["failed"] == 0
+
+
+def test_errors_are_messages_not_tracebacks(tmp_path: Path, db_url: str) -> None:
+    cases = [
+        (["crawl", str(tmp_path / "nope.py"), "--db", db_url], "does not exist"),
+        (["crawl", "crashsafe.demo.spider", "--db", "mysql://x"], "unknown database URL"),
+        (["crawl", "crashsafe.demo.spider", "--db", db_url, "--set", "speed=9"], "unknown"),
+        (["status", "--db", f"sqlite:///{tmp_path}/missing/dir/x.db"], "does not exist"),
+        (["export", "--db", db_url, "--since", "yesterday"], "use an ISO time"),
+        (["status", "--db", db_url, "--crawl", "nope"], "no crawl named 'nope'"),
+    ]
+    not_ours = tmp_path / "other.db"
+    import sqlite3
+
+    with sqlite3.connect(not_ours) as db:
+        db.execute("CREATE TABLE t (x)")
+    cases.append((["status", "--db", f"sqlite:///{not_ours}"], "not a crashsafe one"))
+    for args, message in cases:
+        result = run_cli(*args)
+        assert result.returncode == 1, (args, result.stderr)
+        assert message in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr
+
+
+def test_sigint_stops_gracefully_and_the_same_command_resumes(
+    shop: Callable[..., ShopThread], db_url: str
+) -> None:
+    site = shop(listings=5, per_listing=20, latency_ms=40)
+    args = crawl_args(site, db_url, "--concurrency", "4")
+    proc = start_cli(*args)
+    wait_for(lambda: get_json(f"{site.url}/stats")["requests"] >= 30)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "Interrupted: run the same command again to resume." in err
+    [row] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
+    assert row["leased"] == 0 and 0 < row["done"] < 105
+
+    resumed = run_cli(*args)
+    assert resumed.returncode == 0, resumed.stderr
+    server = get_json(f"{site.url}/stats")
+    assert server["distinct_pages"] == 105
+    assert server["repeated"] == 0  # in-flight pages were finished, not dropped
+    [row] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
+    assert row["records"] == 100 and row["requests"] == server["requests"]
+
+
+def test_second_sigint_aborts_at_once(shop: Callable[..., ShopThread], db_url: str) -> None:
+    site = shop(listings=1, per_listing=5, latency_ms=5000)
+    proc = start_cli(*crawl_args(site, db_url))
+    wait_for(lambda: get_json(f"{site.url}/stats")["requests"] >= 1)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 130
+    assert time.monotonic() - started < 3
+    assert "Aborted" in err
