@@ -65,9 +65,8 @@ def test_five_sigkills_then_exactly_500_correct_records(
     # Each restart fetched at once: the dead worker's 60 s leases came back through its
     # liveness lock, not by expiring (the delay here is mostly Python starting up).
     assert max(restart_delays) < 5, restart_delays
-    print(
-        f"repeated: server {server['repeated']}, store {row['repeated']}; restart delays {[round(d, 2) for d in restart_delays]}"
-    )
+    delays = [round(d, 2) for d in restart_delays]
+    print(f"repeated: server {server['repeated']}, store {row['repeated']}; restarts {delays}")
 
 
 def test_restart_after_sigkill_refetches_the_dead_workers_page_at_once(
