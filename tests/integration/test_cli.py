@@ -136,3 +136,12 @@ def test_second_sigint_aborts_at_once(shop: Callable[..., ShopThread], db_url: s
     assert proc.returncode == 130
     assert time.monotonic() - started < 3
     assert "Aborted" in err
+
+
+def test_the_readme_example_spider(shop: Callable[..., ShopThread], db_url: str) -> None:
+    site = shop(listings=2, per_listing=5)
+    example = Path(__file__).resolve().parents[2] / "examples" / "shop.py"
+    args = ["crawl", str(example), "--db", db_url, "--start-url", f"{site.url}/list/0"]
+    result = run_cli(*args, "--no-progress")
+    assert result.returncode == 0, result.stderr
+    assert "example-shop: 12 pages done, 0 failed, 10 records" in result.stderr
