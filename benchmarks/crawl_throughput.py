@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import Measurement, ShopProcess, measure, median  # noqa: E402
+from _harness import Measurement, ShopProcess, measure, median
 
 
 def contenders(base: str, folder: Path, concurrency: list[int]) -> dict[str, list[str]]:
@@ -64,7 +64,10 @@ def main() -> None:
     )
     ref = next(iter(results))
     ref_rate = pages / median([m.wall for m in results[ref]])
-    head = f"{'contender':<20} {'pages/s':>9} {'CPU s/1k pages':>15} {'peak RSS MB':>12} {'vs ' + ref:>18}"
+    head = (
+        f"{'contender':<20} {'pages/s':>9} {'CPU s/1k pages':>15} {'peak RSS MB':>12} "
+        f"{'vs ' + ref:>18}"
+    )
     print(head)
     print("-" * len(head))
     for name, ms in results.items():

@@ -1,7 +1,7 @@
 """The spider from the README: crawl the demo shop.
 
-    crashsafe demo-site --port 8000 &
-    crashsafe crawl examples/shop.py --db sqlite:///shop.db
+crashsafe demo-site --port 8000 &
+crashsafe crawl examples/shop.py --db sqlite:///shop.db
 """
 
 from crashsafe import Record, Spider

@@ -22,8 +22,8 @@ def tool(name: str) -> str:
 @pytest.mark.parametrize(
     "args",
     [
-        ["ruff", "check", "src", "tests", "benchmarks"],
-        ["ruff", "format", "--check", "src", "tests", "benchmarks"],
+        ["ruff", "check", "src", "tests", "benchmarks", "examples"],
+        ["ruff", "format", "--check", "src", "tests", "benchmarks", "examples"],
         ["mypy"],
     ],
     ids=["ruff-check", "ruff-format", "mypy-strict"],
