@@ -65,7 +65,7 @@ def test_crawl_status_export_agree_with_the_server(
 
 
 def test_failed_and_retry(shop: Callable[..., ShopThread], db_url: str) -> None:
-    site = shop(listings=2, per_listing=5, error_rate=1.0)
+    site = shop(listings=2, per_listing=5, error_rate=1.0, error_attempts=9)
     args = crawl_args(site, db_url, "--max-attempts", "2", "--set", "backoff_base=0.01")
     first = run_cli(*args)
     assert first.returncode == 0

@@ -10,6 +10,7 @@ import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -30,8 +31,21 @@ def shop_options(f: click.decorators.FC) -> click.decorators.FC:
             click.option("--per-listing", default=20, show_default=True, type=click.IntRange(1)),
             click.option("--latency-ms", default=0.0, show_default=True, type=click.FloatRange(0)),
             click.option(
-                "--error-rate", default=0.0, show_default=True, type=click.FloatRange(0, 1)
+                "--error-rate",
+                default=0.0,
+                show_default=True,
+                type=click.FloatRange(0, 1),
+                help="Share of pages whose first request(s) answer 500/503.",
             ),
+            click.option(
+                "--error-attempts",
+                default=1,
+                show_default=True,
+                type=click.IntRange(1),
+                help="Requests of an erroring page that fail before it answers.",
+            ),
+            click.option("--tracking", is_flag=True, help="Also link products with utm_/ref."),
+            click.option("--dup-links", is_flag=True, help="Link products twice, and back."),
             click.option("--seed", default=0, show_default=True, type=int),
         ]
     ):
@@ -57,15 +71,13 @@ def _shop_thread(options: ShopOptions, port: int) -> Iterator[ShopThread]:
 @click.command("demo-site")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @shop_options
-def demo_site(
-    port: int, listings: int, per_listing: int, latency_ms: float, error_rate: float, seed: int
-) -> None:
+def demo_site(port: int, **shop: Any) -> None:
     """Serve the demo shop on 127.0.0.1 until Ctrl-C.
 
     Listing pages /list/N link their products and the next listing; /stats counts the
     requests the server saw; /catalogue is the ground truth.
     """
-    options = ShopOptions(listings, per_listing, latency_ms, error_rate, seed)
+    options = ShopOptions(**shop)
 
     async def main() -> None:
         try:
@@ -114,11 +126,7 @@ def demo(
     fresh: bool,
     concurrency: int,
     no_progress: bool,
-    listings: int,
-    per_listing: int,
-    latency_ms: float,
-    error_rate: float,
-    seed: int,
+    **shop: Any,
 ) -> None:
     """Crawl the demo shop (started in-process) into an SQLite file and check the result.
 
@@ -130,7 +138,7 @@ def demo(
         for suffix in ("-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         shutil.rmtree(f"{path}-workers", ignore_errors=True)
-    options = ShopOptions(listings, per_listing, latency_ms, error_rate, seed)
+    options = ShopOptions(**shop)
     with _shop_thread(options, port) as site:
         click.echo(f"demo shop at {site.url}/list/0; crawling into {path}", err=True)
         store = open_store(f"sqlite:///{path}")

@@ -1,16 +1,16 @@
 """The demo shop: listing pages linking products, counted server-side.
 
 Listing ``/list/N`` links its products and ``/list/N+1``; a product page shows sku, name
-and price. ``/stats`` counts requests as the server saw them, ``/catalogue`` is the
-ground truth every crawl is checked against, ``/log?since=T`` lists page requests after
-time ``T`` (Unix seconds).
+and price. ``/stats`` counts page requests as the server saw them (by path, query
+ignored), ``/catalogue`` is the ground truth every crawl is checked against,
+``/log?since=T`` lists page requests after time ``T`` (Unix seconds), ``POST /reset``
+zeroes the counters (the kill test runs several crawls against one shop).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import random
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -28,7 +28,12 @@ class ShopOptions:
     Attributes:
         listings: listing pages; each links ``per_listing`` products.
         latency_ms: delay before every page answer, like a real site.
-        error_rate: share of page requests answered 500/503 (seeded, reproducible).
+        error_rate: share of pages whose first ``error_attempts`` requests are answered
+            500/503 (which pages is drawn from ``seed``: reproducible).
+        error_attempts: how many requests of such a page fail before it answers.
+        tracking: listings also link a third of the previous listing's products with
+            ``utm_source``/``ref`` parameters: the same product under a second URL.
+        dup_links: listings link each product twice and link back to the previous one.
         seed: for the error draw.
     """
 
@@ -36,6 +41,9 @@ class ShopOptions:
     per_listing: int = 20
     latency_ms: float = 0.0
     error_rate: float = 0.0
+    error_attempts: int = 1
+    tracking: bool = False
+    dup_links: bool = False
     seed: int = 0
 
     @property
@@ -60,12 +68,18 @@ def product(n: int) -> dict[str, str]:
     return {"sku": sku(n), "name": f"{adjective} {noun} {n}", "price": f"{cents / 100:.2f}"}
 
 
+def _draw(seed: int, path: str) -> float:
+    """A number in [0, 1) fixed by seed and path."""
+    digest = hashlib.sha256(f"{seed}:{path}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
 class Shop:
     def __init__(self, options: ShopOptions) -> None:
         self.options = options
         self.counts: Counter[str] = Counter()
+        self.errors = 0
         self.log: list[tuple[float, str]] = []
-        self._rng = random.Random(options.seed)
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -73,21 +87,40 @@ class Shop:
         app.router.add_get("/product/{sku}", self.product_page)
         app.router.add_get("/robots.txt", self.robots)
         app.router.add_get("/stats", self.stats)
+        app.router.add_post("/reset", self.reset)
         app.router.add_get("/catalogue", self.catalogue)
         app.router.add_get("/log", self.request_log)
         return app
 
     async def _page_gate(self, request: web.Request) -> web.Response | None:
         """Count the request, wait the latency, maybe fail; None means answer normally."""
-        self.counts["pages"] += 1
-        self.counts[request.path] += 1
-        self.log.append((time.time(), request.path))
-        if self.options.latency_ms:
-            await asyncio.sleep(self.options.latency_ms / 1000)
-        if self.options.error_rate and self._rng.random() < self.options.error_rate:
-            self.counts["errors"] += 1
-            return web.Response(status=self._rng.choice([500, 503]), text="try again")
+        path = request.path
+        self.counts[path] += 1
+        self.log.append((time.time(), path))
+        o = self.options
+        if o.latency_ms:
+            await asyncio.sleep(o.latency_ms / 1000)
+        if (
+            o.error_rate
+            and self.counts[path] <= o.error_attempts
+            and _draw(o.seed, path) < o.error_rate
+        ):
+            self.errors += 1
+            status = 500 if _draw(o.seed + 1, path) < 0.5 else 503
+            return web.Response(status=status, text="try again")
         return None
+
+    def _links(self, n: int) -> list[str]:
+        """The product links of listing ``n``, with the chaos options applied."""
+        o = self.options
+        first = n * o.per_listing
+        links = [f"/product/{sku(i)}" for i in range(first, first + o.per_listing)]
+        if o.dup_links:
+            links += links
+        if o.tracking and n > 0:
+            previous = range(first - o.per_listing, first, 3)
+            links += [f"/product/{sku(i)}?utm_source=list{n}&ref=shop" for i in previous]
+        return links
 
     async def listing(self, request: web.Request) -> web.Response:
         if (fail := await self._page_gate(request)) is not None:
@@ -99,13 +132,14 @@ class Shop:
             raise web.HTTPNotFound() from None
         if not 0 <= n < o.listings:
             raise web.HTTPNotFound()
-        first = n * o.per_listing
-        links = "\n".join(
-            f'<li><a class="product" href="/product/{sku(i)}">{product(i)["name"]}</a></li>'
-            for i in range(first, first + o.per_listing)
+        items = "\n".join(
+            f'<li><a class="product" href="{href}">{href.rsplit("/", 1)[1]}</a></li>'
+            for href in self._links(n)
         )
         nxt = f'<a class="next" href="/list/{n + 1}">next</a>' if n + 1 < o.listings else ""
-        body = f"<html><body><h1>Listing {n}</h1><ul>\n{links}\n</ul>{nxt}</body></html>"
+        if o.dup_links and n > 0:
+            nxt = f'<a class="prev" href="/list/{n - 1}">previous</a> ' + nxt
+        body = f"<html><body><h1>Listing {n}</h1><ul>\n{items}\n</ul>{nxt}</body></html>"
         return web.Response(text=body, content_type="text/html")
 
     async def product_page(self, request: web.Request) -> web.Response:
@@ -127,22 +161,32 @@ class Shop:
         return web.Response(text=body, content_type="text/html")
 
     async def robots(self, request: web.Request) -> web.Response:
-        self.counts["robots"] += 1
+        self.counts["robots.txt"] += 1
         return web.Response(text="User-agent: *\nDisallow: /admin\n")
 
     async def stats(self, request: web.Request) -> web.Response:
         return web.json_response(self.snapshot())
 
+    async def reset(self, request: web.Request) -> web.Response:
+        self.counts.clear()
+        self.errors = 0
+        self.log.clear()
+        return web.json_response(self.snapshot())
+
     def snapshot(self) -> dict[str, Any]:
-        o = self.options
-        distinct = sum(1 for k in self.counts if k.startswith("/"))
+        """Page requests as the server saw them; ``minimum`` is what a perfect crawler
+        needs: every page once, plus the answers that were errors."""
+        pages = {k: v for k, v in self.counts.items() if k.startswith("/")}
+        requests = sum(pages.values())
+        minimum = self.options.pages + self.errors
         return {
-            "requests": self.counts["pages"],
-            "distinct_pages": distinct,
-            "repeated": self.counts["pages"] - distinct,
-            "errors": self.counts["errors"],
-            "robots": self.counts["robots"],
-            "minimum": o.pages,
+            "requests": requests,
+            "distinct_pages": len(pages),
+            "repeated": requests - len(pages) - self.errors,
+            "errors": self.errors,
+            "robots": self.counts["robots.txt"],
+            "minimum": minimum,
+            "over_minimum": requests - minimum,
         }
 
     async def catalogue(self, request: web.Request) -> web.Response:

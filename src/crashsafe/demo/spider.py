@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from crashsafe.crawl.spider import Page, Record, Spider
+from crashsafe.ids import DEFAULT_STRIP_PARAMS
 
 
 class DemoShop(Spider):
@@ -16,11 +17,11 @@ class DemoShop(Spider):
 
     name = "demo-shop"
     start_urls = ["http://127.0.0.1:8000/list/0"]
+    strip_query_params = (*DEFAULT_STRIP_PARAMS, "ref")
 
     def parse(self, page: Page) -> Iterator[Any]:
         if "/list/" in page.url:
-            yield from page.follow_all(css="a.product::attr(href)")
-            yield from page.follow_all(css="a.next::attr(href)")
+            yield from page.follow_all(css="a::attr(href)")
         else:
             yield Record(
                 key=page.css(".sku::text").get(),
