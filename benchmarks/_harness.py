@@ -5,16 +5,12 @@ Wall time, CPU seconds (user + system, from wait4) and peak RSS of each child.
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -23,51 +19,6 @@ class Measurement:
     cpu: float
     peak_rss_mb: float
     returncode: int
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=30) as resp:
-        return json.load(resp)
-
-
-class ShopProcess:
-    """``crashsafe demo-site`` in its own process (so it does not share our GIL)."""
-
-    def __init__(self, *, listings: int, per_listing: int, latency_ms: float = 0) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.args = [
-            sys.executable, "-m", "crashsafe", "demo-site", "--port", str(self.port),
-            "--listings", str(listings), "--per-listing", str(per_listing),
-            "--latency-ms", str(latency_ms),
-        ]  # fmt: skip
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> ShopProcess:
-        self.proc = subprocess.Popen(self.args, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                get_json(f"{self.url}/stats")
-                return self
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-
-    def stats(self) -> Any:
-        return get_json(f"{self.url}/stats")
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(10)
 
 
 def measure(args: Sequence[str], *, env: dict[str, str] | None = None) -> Measurement:

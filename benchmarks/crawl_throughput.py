@@ -18,7 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import Measurement, ShopProcess, measure, median
+from _harness import Measurement, measure, median
+
+from crashsafe.demo.process import ShopProcess
+from crashsafe.demo.shop import ShopOptions
 
 
 def contenders(base: str, folder: Path, concurrency: list[int]) -> dict[str, list[str]]:
@@ -47,7 +50,8 @@ def main() -> None:
     listings = max(1, args.products // 20)
     pages = listings + listings * 20
     results: dict[str, list[Measurement]] = {}
-    with ShopProcess(listings=listings, per_listing=20, latency_ms=args.latency_ms) as shop:
+    options = ShopOptions(listings=listings, per_listing=20, latency_ms=args.latency_ms)
+    with ShopProcess(options) as shop:
         for rep in range(args.repeat):
             with tempfile.TemporaryDirectory() as tmp:
                 for name, cmd in contenders(shop.url, Path(tmp), args.concurrency).items():

@@ -11,6 +11,7 @@ import click
 
 from crashsafe.cli.crawl_cmds import crawl, export, failed, retry, status
 from crashsafe.cli.demo_cmds import demo, demo_site
+from crashsafe.cli.killtest_cmd import killtest
 from crashsafe.errors import CrashsafeError
 
 
@@ -20,7 +21,7 @@ def cli() -> None:
     """Data jobs that survive being killed: run the same command again to resume."""
 
 
-for command in (crawl, status, failed, retry, export, demo_site, demo):
+for command in (crawl, status, failed, retry, export, demo_site, demo, killtest):
     cli.add_command(command)
 
 

@@ -1,0 +1,130 @@
+"""killtest: the crash experiment."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from crashsafe.demo.shop import ShopOptions
+from crashsafe.errors import ConfigError
+
+
+def parse_window(text: str) -> tuple[float, float]:
+    try:
+        low, high = (float(p) for p in text.split(":"))
+    except ValueError:
+        raise ConfigError(f"--kill-window {text!r}: use A:B, e.g. 0.2:1.0") from None
+    return low, high
+
+
+@click.command()
+@click.option("--runs", default=5, show_default=True, type=click.IntRange(1))
+@click.option("--kills", default=10, show_default=True, type=click.IntRange(0))
+@click.option(
+    "--kill-window",
+    default="0.2:1.0",
+    show_default=True,
+    help="Kill k lands startup + u·T/kills seconds after a start, u uniform in A:B, "
+    "T an uninterrupted crawl (measured first).",
+)
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Processes per scraper at once, each killed independently.",
+)
+@click.option(
+    "--signal",
+    "sig_name",
+    type=click.Choice(["KILL", "INT", "TERM"]),
+    default="KILL",
+    show_default=True,
+    help="INT/TERM: graceful stops instead of SIGKILL.",
+)
+@click.option("--listings", default=25, show_default=True, type=click.IntRange(1))
+@click.option("--per-listing", default=20, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--latency-ms",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Per-page delay of the shop, so that a crawl lasts seconds.",
+)
+@click.option(
+    "--error-rate",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="Share of pages answering 500/503 on the first attempt.",
+)
+@click.option("--tracking", is_flag=True, help="Products also linked with utm_/ref params.")
+@click.option("--dup-links", is_flag=True, help="Listings link products twice, and back.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Every figure.")
+@click.option("--chart", "chart_path", type=click.Path(dir_okay=False), help=".svg or .html")
+@click.option("--keep", type=click.Path(file_okay=False), help="Keep the databases here.")
+def killtest(
+    runs: int,
+    kills: int,
+    kill_window: str,
+    seed: int,
+    concurrency: int,
+    workers: int,
+    sig_name: str,
+    listings: int,
+    per_listing: int,
+    latency_ms: float,
+    error_rate: float,
+    tracking: bool,
+    dup_links: bool,
+    json_path: str | None,
+    chart_path: str | None,
+    keep: str | None,
+) -> None:
+    """Kill a naive scraper and crashsafe at the same random moments; compare what they store.
+
+    Exit status 0 when crashsafe kept its guarantee in every run (exactly one correct row
+    per product, none missing, repeated requests within concurrency × kills), 1 otherwise.
+    The naive scraper is expected to fail: that is the point.
+    """
+    from crashsafe.killtest import KillTestOptions, run_killtest
+    from crashsafe.killtest.chart import write_chart
+    from crashsafe.killtest.report import print_report, to_json
+
+    options = KillTestOptions(
+        runs=runs,
+        kills=kills,
+        kill_window=parse_window(kill_window),
+        seed=seed,
+        concurrency=concurrency,
+        workers=workers,
+        sig=signal.Signals[f"SIG{sig_name}"],
+        shop=ShopOptions(
+            listings=listings,
+            per_listing=per_listing,
+            latency_ms=latency_ms,
+            error_rate=error_rate,
+            tracking=tracking,
+            dup_links=dup_links,
+            seed=seed,
+        ),
+    )
+    result = run_killtest(
+        options,
+        workdir=Path(keep) if keep else None,
+        on_progress=lambda line: click.echo(line, err=True),
+    )
+    print_report(result)
+    if json_path:
+        Path(json_path).write_text(json.dumps(to_json(result), indent=2) + "\n")
+        click.echo(f"figures written to {json_path}", err=True)
+    if chart_path:
+        write_chart(result, Path(chart_path))
+        click.echo(f"chart written to {chart_path}", err=True)
+    sys.exit(0 if result.holds else 1)

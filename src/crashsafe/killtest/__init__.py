@@ -1,0 +1,124 @@
+"""``crashsafe killtest``: the crash experiment as a command.
+
+Starts the demo shop as its own process, then for each run and each scraper (the naive
+anti-pattern and ``crashsafe crawl``) kills the scraper at the same seeded moments, restarts
+it each time, lets it finish, and checks what it stored against the shop's catalogue and
+what it requested against the shop's own count.
+"""
+
+from __future__ import annotations
+
+import signal
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crashsafe.demo.process import ShopProcess
+from crashsafe.demo.shop import ShopOptions
+from crashsafe.errors import ConfigError
+from crashsafe.killtest.runner import Calibration, Outcome, calibrate, kill_schedule, run_one
+from crashsafe.killtest.scrapers import CrashsafeScraper, NaiveScraper
+
+__all__ = ["KillTestOptions", "KillTestResult", "run_killtest"]
+
+
+@dataclass(frozen=True, slots=True)
+class KillTestOptions:
+    runs: int = 5
+    kills: int = 10
+    kill_window: tuple[float, float] = (0.2, 1.0)
+    seed: int = 0
+    concurrency: int = 4
+    workers: int = 1
+    sig: signal.Signals = signal.SIGKILL
+    shop: ShopOptions = field(default_factory=lambda: ShopOptions(latency_ms=10.0))
+
+    def __post_init__(self) -> None:
+        low, high = self.kill_window
+        if not 0 <= low <= high:
+            raise ConfigError(f"--kill-window {low}:{high}: need 0 <= A <= B")
+        if self.runs < 1 or self.kills < 0 or self.workers < 1 or self.concurrency < 1:
+            raise ConfigError("--runs, --workers and --concurrency must be >= 1, --kills >= 0")
+
+
+@dataclass(slots=True)
+class KillTestResult:
+    options: KillTestOptions
+    calibration: Calibration
+    runs: list[dict[str, Outcome]] = field(default_factory=list)
+
+    @property
+    def products(self) -> int:
+        return self.options.shop.products
+
+    def bound(self, outcome: Outcome) -> int:
+        """Most repeated requests crashsafe may make: the pages in flight at the kills."""
+        return self.options.concurrency * outcome.kills_landed
+
+    def violations(self, outcome: Outcome) -> list[str]:
+        """Why crashsafe's ``outcome`` breaks the guarantee (empty: it holds)."""
+        problems = []
+        if outcome.duplicates:
+            problems.append(f"{outcome.duplicates} duplicate rows")
+        if outcome.missing:
+            problems.append(f"{outcome.missing} products missing")
+        if outcome.wrong:
+            problems.append(f"{outcome.wrong} wrong values")
+        if outcome.repeated > self.bound(outcome):
+            problems.append(f"{outcome.repeated} repeated requests > bound {self.bound(outcome)}")
+        if any(code != 0 for code in outcome.final_exit):
+            problems.append(f"final run exited {outcome.final_exit}")
+        return problems
+
+    @property
+    def holds(self) -> bool:
+        return all(not self.violations(run["crashsafe"]) for run in self.runs)
+
+
+def run_killtest(
+    options: KillTestOptions,
+    *,
+    workdir: Path | None = None,
+    on_progress: Callable[[str], None] = lambda _msg: None,
+) -> KillTestResult:
+    """Run the whole experiment; ``on_progress`` receives one line per step."""
+    crashsafe = CrashsafeScraper(concurrency=options.concurrency)
+    scrapers = [NaiveScraper(), crashsafe]
+    with tempfile.TemporaryDirectory(prefix="crashsafe-killtest-") as tmp:
+        root = workdir or Path(tmp)
+        with ShopProcess(options.shop) as shop:
+            catalogue = shop.catalogue()
+            on_progress(f"demo shop at {shop.url}: {options.shop.pages} pages")
+            cal = calibrate(crashsafe, shop, root / "calibration")
+            on_progress(
+                f"calibration: crashsafe starts in {cal.startup:.2f} s and crawls in "
+                f"{cal.crawl:.2f} s uninterrupted"
+            )
+            result = KillTestResult(options, cal)
+            for run in range(options.runs):
+                schedule = kill_schedule(
+                    kills=options.kills,
+                    workers=options.workers,
+                    window=options.kill_window,
+                    calibration=cal,
+                    seed=options.seed * 1000 + run,
+                )
+                outcomes = {}
+                for scraper in scrapers:
+                    out = run_one(
+                        scraper,
+                        shop,
+                        root / f"run{run + 1}-{scraper.name}",
+                        schedule,
+                        catalogue,
+                        sig=options.sig,
+                    )
+                    outcomes[scraper.name] = out
+                    on_progress(
+                        f"run {run + 1}/{options.runs} {scraper.name}: {out.rows} rows, "
+                        f"{out.requests} requests, {out.kills_landed} kills landed, "
+                        f"{out.seconds:.1f} s"
+                    )
+                result.runs.append(outcomes)
+    return result

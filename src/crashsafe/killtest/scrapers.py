@@ -1,0 +1,77 @@
+"""The two scrapers the kill test compares, and how to read what each one stored."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from crashsafe.demo.spider import DemoShop
+from crashsafe.store import open_store
+
+Row = tuple[str | None, str | None, str | None]  # sku, name, price
+
+
+@dataclass(frozen=True, slots=True)
+class Scraper:
+    name: str
+
+    def command(self, shop_url: str, workdir: Path) -> list[str]:
+        raise NotImplementedError
+
+    def rows(self, workdir: Path) -> list[Row]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class NaiveScraper(Scraper):
+    """Restarts from the first listing, auto-increment ids, commits as it goes."""
+
+    name: str = "naive"
+
+    def command(self, shop_url: str, workdir: Path) -> list[str]:
+        db = workdir / "naive.db"
+        return [sys.executable, "-m", "crashsafe.demo.naive", f"{shop_url}/list/0", str(db)]
+
+    def rows(self, workdir: Path) -> list[Row]:
+        db = workdir / "naive.db"
+        if not db.exists():
+            return []
+        with sqlite3.connect(db) as conn:
+            try:
+                return list(conn.execute("SELECT sku, name, price FROM products"))
+            except sqlite3.OperationalError:  # killed before it created its table
+                return []
+
+
+@dataclass(frozen=True, slots=True)
+class CrashsafeScraper(Scraper):
+    """``crashsafe crawl`` of the demo spider."""
+
+    name: str = "crashsafe"
+    concurrency: int = 4
+    backoff_base: float = 0.1
+
+    def db_url(self, workdir: Path) -> str:
+        return f"sqlite:///{workdir / 'crashsafe.db'}"
+
+    def command(self, shop_url: str, workdir: Path) -> list[str]:
+        return [
+            sys.executable, "-m", "crashsafe", "crawl", "crashsafe.demo.spider:DemoShop",
+            "--db", self.db_url(workdir), "--start-url", f"{shop_url}/list/0",
+            "--concurrency", str(self.concurrency), "--no-progress",
+            "--set", f"backoff_base={self.backoff_base}",
+        ]  # fmt: skip
+
+    def rows(self, workdir: Path) -> list[Row]:
+        if not (workdir / "crashsafe.db").exists():
+            return []
+        store = open_store(self.db_url(workdir))
+        try:
+            return [
+                (r.key, r.data.get("name"), r.data.get("price"))
+                for r in store.iter_records(DemoShop.name)
+            ]
+        finally:
+            store.close()

@@ -1,0 +1,97 @@
+"""`crashsafe killtest` end to end (small shop), and its scoring."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from crashsafe.killtest import KillTestOptions, KillTestResult
+from crashsafe.killtest.runner import Calibration, Outcome, kill_schedule, score
+from tests.helpers import run_cli
+
+SMALL = ["--listings", "5", "--per-listing", "10"]
+
+
+def figures(path: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads(path.read_text())
+
+
+@pytest.mark.slow
+def test_short_killtest_holds_and_naive_duplicates(tmp_path: Path) -> None:
+    out, chart = tmp_path / "k.json", tmp_path / "k.svg"
+    result = run_cli(
+        "killtest", "--runs", "1", "--kills", "3", *SMALL,
+        "--json", str(out), "--chart", str(chart),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "crashsafe: holds" in result.stdout
+    data = figures(out)
+    [run] = data["runs"]
+    safe, naive = run["crashsafe"], run["naive"]
+    assert (safe["rows"], safe["distinct"], safe["wrong"], safe["missing"]) == (50, 50, 0, 0)
+    assert safe["kills_landed"] == 3
+    assert safe["repeated"] <= safe["bound"] == 4 * 3
+    assert safe["requests"] >= data["pages"] == 55
+    assert naive["rows"] > 50 and naive["duplicates"] > 0  # the anti-pattern, as expected
+    assert data["holds"] is True
+    assert chart.read_text().startswith("<svg") and "crashsafe" in chart.read_text()
+
+
+@pytest.mark.slow
+def test_killtest_with_every_chaos_option(tmp_path: Path) -> None:
+    out = tmp_path / "k.json"
+    result = run_cli(
+        "killtest", "--runs", "1", "--kills", "3", *SMALL, "--workers", "2",
+        "--error-rate", "0.1", "--tracking", "--dup-links", "--json", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    safe = figures(out)["runs"][0]["crashsafe"]
+    assert (safe["rows"], safe["distinct"], safe["wrong"], safe["missing"]) == (50, 50, 0, 0)
+    assert safe["repeated"] <= safe["bound"]
+    assert safe["final_exit"] == [0, 0]
+
+
+@pytest.mark.slow
+def test_killtest_graceful_signal(tmp_path: Path) -> None:
+    out = tmp_path / "k.json"
+    result = run_cli(
+        "killtest", "--runs", "1", "--kills", "3", *SMALL, "--signal", "INT", "--json", str(out)
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    safe = figures(out)["runs"][0]["crashsafe"]
+    assert (safe["rows"], safe["wrong"], safe["missing"]) == (50, 0, 0)
+    assert safe["repeated"] == 0  # a graceful stop finishes its pages
+
+
+def test_violations_catch_every_broken_promise() -> None:
+    result = KillTestResult(KillTestOptions(concurrency=2), Calibration(0.5, 2.0))
+    good = Outcome("crashsafe", rows=500, distinct=500, repeated=4, kills_landed=2)
+    good.final_exit = [0]
+    assert result.violations(good) == []
+    bad = Outcome("crashsafe", rows=501, distinct=499, wrong=1, missing=1, repeated=5)
+    bad.kills_landed, bad.final_exit = 2, [1]
+    assert result.violations(bad) == [
+        "2 duplicate rows",
+        "1 products missing",
+        "1 wrong values",
+        "5 repeated requests > bound 4",
+        "final run exited [1]",
+    ]
+
+
+def test_score_counts_wrong_duplicate_and_missing_rows() -> None:
+    catalogue = {"A": {"name": "a", "price": "1"}, "B": {"name": "b", "price": "2"}}
+    rows = [("A", "a", "1"), ("A", "a", "1"), ("A", "a", "9"), ("Z", "z", "0")]
+    assert score(rows, catalogue) == (1, 2, 1)  # distinct known, wrong rows, missing
+
+
+def test_kill_schedule_is_seeded_and_inside_the_window() -> None:
+    cal = Calibration(startup=0.5, crawl=3.0)
+    a = kill_schedule(kills=10, workers=2, window=(0.2, 1.0), calibration=cal, seed=7)
+    assert a == kill_schedule(kills=10, workers=2, window=(0.2, 1.0), calibration=cal, seed=7)
+    assert len(a) == 2 and all(len(w) == 10 for w in a)
+    assert all(0.5 + 0.06 <= d <= 0.5 + 0.3 for w in a for d in w)
+    assert KillTestOptions().sig == signal.SIGKILL
