@@ -9,6 +9,7 @@ import sys
 
 import click
 
+from crashsafe.cli.batch_cmds import batch
 from crashsafe.cli.crawl_cmds import crawl, export, failed, retry, status
 from crashsafe.cli.demo_cmds import demo, demo_site
 from crashsafe.cli.killtest_cmd import killtest
@@ -21,7 +22,7 @@ def cli() -> None:
     """Data jobs that survive being killed: run the same command again to resume."""
 
 
-for command in (crawl, status, failed, retry, export, demo_site, demo, killtest):
+for command in (crawl, status, failed, retry, export, demo_site, demo, killtest, batch):
     cli.add_command(command)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Self
 
 from aiohttp import web
 
@@ -39,7 +40,7 @@ class AppThread:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> AppThread:
+    def __enter__(self) -> Self:
         self._thread.start()
         future = asyncio.run_coroutine_threadsafe(serve(self.app, port=self.port), self._loop)
         try:

@@ -1,0 +1,138 @@
+"""The JSON Lines checkpoint: append-only, one line per finished batch, fsync'd.
+
+A line is written whole with one ``write`` and made durable with ``flush`` + ``fsync``
+before the batch counts as done; the file is never rewritten. Reading is tolerant: a torn
+last line (the process died mid-write) is ignored and a newline is appended before the
+next write, so the next line is not glued to it; a corrupt line elsewhere is skipped with
+a warning and its items are simply done again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crashsafe.errors import ConfigError, WorkerBusyError
+
+
+@dataclass(slots=True)
+class CheckpointScan:
+    """What a checkpoint holds. ``lines`` are the valid ones, in file order."""
+
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    corrupt: int = 0
+    torn_tail: bool = False
+
+    def done_ids(self) -> set[str]:
+        return {i for line in self.lines for i in line.get("ids", [])}
+
+
+def _valid(line: Any) -> bool:
+    return (
+        isinstance(line, dict)
+        and isinstance(line.get("ids"), list)
+        and isinstance(line.get("results"), list)
+        and len(line["ids"]) == len(line["results"])
+    )
+
+
+def scan(path: Path) -> CheckpointScan:
+    """Read every valid line of the checkpoint at ``path`` (missing file: empty)."""
+    result = CheckpointScan()
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return result
+    chunks = data.split(b"\n")
+    if chunks and chunks[-1]:  # no newline at the end: the last write was torn
+        result.torn_tail = True
+    for chunk in chunks[:-1]:
+        if not chunk.strip():
+            continue
+        try:
+            line = json.loads(chunk)
+        except ValueError:
+            result.corrupt += 1
+            continue
+        if _valid(line):
+            result.lines.append(line)
+        else:
+            result.corrupt += 1
+    return result
+
+
+class Checkpoint:
+    """An open checkpoint, locked against a second run for as long as it is open."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock_path = path.with_name(path.name + ".lock")
+        self._lock_fd: int | None = None
+        self._fd: int | None = None
+        self.found = CheckpointScan()  # what open() read
+
+    def __enter__(self) -> Checkpoint:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self) -> CheckpointScan:
+        """Take the lock, read what is there, make the file ready for appending."""
+        if not self.path.parent.is_dir():
+            raise ConfigError(f"cannot write checkpoint {self.path}: no folder {self.path.parent}")
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise WorkerBusyError(
+                f"checkpoint {self.path} is in use by {holder}: wait for it to finish or "
+                "stop it, or use another --checkpoint"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}".encode())
+        self._lock_fd = fd
+        found = self.found = scan(self.path)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if found.torn_tail:
+            self._write_durably(b"\n")
+        return found
+
+    def _write_durably(self, data: bytes) -> None:
+        assert self._fd is not None, "checkpoint is not open"
+        view = memoryview(data)
+        while view:  # os.write may write less than asked (e.g. on a signal)
+            written = os.write(self._fd, view)
+            view = view[written:]
+        os.fsync(self._fd)
+
+    def append(self, lines: Sequence[dict[str, Any]]) -> None:
+        """Append ``lines`` with one write and one fsync (group commit)."""
+        if lines:
+            text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+            self._write_durably(text.encode())
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._lock_fd is not None:
+            # The lock file stays: unlinking it would let two runs lock two different files.
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+
+def iter_rows(paths: Sequence[Path]) -> Iterator[tuple[str, Any, dict[str, Any]]]:
+    """Every (id, result, line) of several checkpoints, in order."""
+    for path in paths:
+        for line in scan(path).lines:
+            for item_id, result in zip(line["ids"], line["results"], strict=True):
+                yield item_id, result, line

@@ -1,0 +1,123 @@
+"""Batch inputs: read JSONL, CSV or plain text into items with stable ids.
+
+An item's id is the value of ``--id-field`` when the input has one; otherwise
+``stable_text_id`` of its text (whitespace collapsed, lower-cased, SHA-256), so the same
+review gets the same id in every run and identical texts are processed once. With
+``key_by="position"`` the id comes from file + line + text instead, to keep every
+occurrence.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from crashsafe.errors import ConfigError
+from crashsafe.ids import stable_text_id
+
+KeyBy = Literal["content", "position"]
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One unit of work: ``id`` (stable), ``text``, and the whole input ``data``."""
+
+    id: str
+    text: str
+    data: dict[str, Any] = field(default_factory=dict, compare=False)
+    line: int = 0
+
+
+@dataclass(slots=True)
+class Inputs:
+    """Items in input order, with duplicates folded."""
+
+    items: list[Item]
+    duplicates: int = 0
+    skipped_by_shard: int = 0
+
+
+def _records(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    suffix = path.suffix.lower()
+    with path.open(encoding="utf-8", newline="") as f:
+        if suffix in {".jsonl", ".ndjson"}:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ConfigError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
+                if not isinstance(value, dict):
+                    raise ConfigError(f"{path}:{n}: each line must be a JSON object")
+                yield n, value
+        elif suffix == ".csv":
+            for n, row in enumerate(csv.DictReader(f), 2):
+                yield n, dict(row)
+        else:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    yield n, line.rstrip("\n")
+
+
+def in_shard(item_id: str, shard: tuple[int, int] | None) -> bool:
+    """Whether ``item_id`` belongs to shard ``k`` of ``n`` (1-based), by a hash of the id."""
+    if shard is None:
+        return True
+    k, n = shard
+    return int(hashlib.sha256(item_id.encode()).hexdigest()[:12], 16) % n == k - 1
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    try:
+        k, n = (int(p) for p in text.split("/"))
+    except ValueError:
+        raise ConfigError(f"--shard {text!r}: use K/N, e.g. 1/4") from None
+    if not 1 <= k <= n:
+        raise ConfigError(f"--shard {text!r}: need 1 <= K <= N")
+    return k, n
+
+
+def read_items(
+    path: Path,
+    *,
+    id_field: str | None = "id",
+    text_field: str = "text",
+    key_by: KeyBy = "content",
+    shard: tuple[int, int] | None = None,
+) -> Inputs:
+    """Read ``path`` (``.jsonl``, ``.csv``, or text: one item per line)."""
+    if not path.is_file():
+        raise ConfigError(f"input {path} does not exist")
+    seen: set[str] = set()
+    result = Inputs(items=[])
+    for line, record in _records(path):
+        data = {"text": record} if isinstance(record, str) else record
+        if text_field not in data:
+            raise ConfigError(
+                f"{path}:{line}: no field {text_field!r}; choose one with --text-field "
+                f"(fields here: {', '.join(map(str, data)) or 'none'})"
+            )
+        text = str(data[text_field])
+        if key_by == "position":
+            item_id = "P" + hashlib.sha256(f"{path.name}:{line}:{text}".encode()).hexdigest()[:16]
+        elif id_field and data.get(id_field) not in (None, ""):
+            item_id = str(data[id_field])
+        else:
+            item_id = stable_text_id(text)
+        if item_id in seen:
+            result.duplicates += 1
+            continue
+        seen.add(item_id)
+        if not in_shard(item_id, shard):
+            result.skipped_by_shard += 1
+            continue
+        result.items.append(Item(item_id, text, data, line))
+    return result

@@ -1,0 +1,152 @@
+"""Classify with any OpenAI-compatible chat endpoint, paying for nothing twice in a run.
+
+Structured output is validated (pydantic) and re-asked when invalid; 429 and 5xx are
+retried honouring ``Retry-After``, with one cooldown shared by every batch in flight (when
+the endpoint says "slow down", nobody hammers it); the tokens of every attempt are counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Sequence
+
+import openai
+from openai.types.chat import ChatCompletionMessageParam
+from pydantic import BaseModel, ValidationError
+
+from crashsafe.batch.items import Item
+from crashsafe.batch.prompt import system_prompt, user_prompt
+from crashsafe.batch.task import BatchOutput, BatchTaskError, Usage, add_usage
+from crashsafe.crawl.pages import retry_after_seconds
+
+
+class _Label(BaseModel):
+    id: str
+    label: str
+
+
+class _Answer(BaseModel):
+    labels: list[_Label]
+
+
+class Cooldown:
+    """A moment before which no call may start; any caller may push it later."""
+
+    def __init__(self) -> None:
+        self.until = 0.0
+
+    def push(self, seconds: float) -> None:
+        self.until = max(self.until, time.monotonic() + seconds)
+
+    async def wait(self) -> None:
+        while (delay := self.until - time.monotonic()) > 0:
+            await asyncio.sleep(delay)
+
+
+def validate(text: str, items: Sequence[Item], labels: Sequence[str]) -> list[dict[str, str]]:
+    """The answer's labels in item order; ValueError says what is wrong with it."""
+    try:
+        answer = _Answer.model_validate_json(text)
+    except ValidationError as exc:
+        raise ValueError(f"not the JSON object asked for ({exc.errors()[0]['msg']})") from None
+    got = {entry.id: entry.label for entry in answer.labels}
+    missing = [item.id for item in items if item.id not in got]
+    if missing:
+        raise ValueError(f"no label for id(s) {', '.join(missing[:5])}")
+    unknown = sorted({label for label in got.values() if label not in labels})
+    if unknown:
+        raise ValueError(f"label(s) {', '.join(unknown)} not among {', '.join(labels)}")
+    return [{"label": got[item.id]} for item in items]
+
+
+class Classifier:
+    """A batch task: ``await Classifier(...)(items)`` → one ``{"label": ...}`` per item."""
+
+    def __init__(
+        self,
+        *,
+        labels: Sequence[str],
+        base_url: str,
+        model: str,
+        api_key: str,
+        max_reasks: int = 2,
+        max_retries: int = 8,
+        backoff_base: float = 1.0,
+        timeout: float = 120.0,
+    ) -> None:
+        self.labels = list(labels)
+        self.model = model
+        self.max_reasks = max_reasks
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.cooldown = Cooldown()
+        self.client = openai.AsyncOpenAI(
+            base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout
+        )
+
+    async def _complete(self, messages: list[ChatCompletionMessageParam], usage: Usage) -> str:
+        error = ""
+        for attempt in range(self.max_retries + 1):
+            await self.cooldown.wait()
+            try:
+                response = await self.client.chat.completions.create(
+                    model=self.model,
+                    messages=messages,
+                    response_format={"type": "json_object"},
+                    temperature=0,
+                )
+            except openai.APIStatusError as exc:
+                if exc.status_code != 429 and exc.status_code < 500:
+                    message = f"HTTP {exc.status_code}: {exc.message}"
+                    raise BatchTaskError(message, usage=usage) from exc
+                error = f"HTTP {exc.status_code}"
+                wait = retry_after_seconds(exc.response.headers.get("retry-after"))
+                # One cooldown for everybody in flight: the endpoint is the shared resource.
+                self.cooldown.push(wait if wait is not None else self._backoff(attempt))
+                continue
+            except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+                error = type(exc).__name__
+                await asyncio.sleep(self._backoff(attempt))
+                continue
+            if response.usage is not None:
+                add_usage(
+                    usage,
+                    {
+                        "prompt_tokens": response.usage.prompt_tokens,
+                        "completion_tokens": response.usage.completion_tokens,
+                    },
+                )
+            add_usage(usage, {"calls": 1})
+            return response.choices[0].message.content or ""
+        raise BatchTaskError(f"{error} after {self.max_retries + 1} tries", usage=usage)
+
+    def _backoff(self, attempt: int) -> float:
+        return float(self.backoff_base * 2**attempt * random.uniform(0.5, 1.5))
+
+    async def __call__(self, items: list[Item]) -> BatchOutput:
+        usage: Usage = {}
+        messages: list[ChatCompletionMessageParam] = [
+            {"role": "system", "content": system_prompt(self.labels)},
+            {"role": "user", "content": user_prompt(items)},
+        ]
+        problem = ""
+        for _ in range(self.max_reasks + 1):
+            text = await self._complete(messages, usage)
+            try:
+                return BatchOutput(validate(text, items, self.labels), usage)
+            except ValueError as exc:
+                problem = str(exc)
+                add_usage(usage, {"reasks": 1})
+                messages += [
+                    {"role": "assistant", "content": text},
+                    {
+                        "role": "user",
+                        "content": f"That answer is invalid: {problem}. Reply again with only "
+                        "the JSON object, one entry per id.",
+                    },
+                ]
+        raise BatchTaskError(
+            f"invalid output after {self.max_reasks + 1} asks: {problem}", usage=usage
+        )

@@ -1,0 +1,122 @@
+"""``batch report``: one row per id from one or more checkpoints, aggregates recomputed."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from crashsafe.batch.checkpoint import scan
+from crashsafe.batch.runner import dead_letter_path
+from crashsafe.batch.task import Usage, add_usage
+from crashsafe.errors import ConfigError
+
+
+@dataclass(slots=True)
+class BatchReport:
+    rows: dict[str, Any] = field(default_factory=dict)  # id -> result (last written wins)
+    written: int = 0  # id occurrences across all lines
+    batches: int = 0
+    corrupt_lines: int = 0
+    usage: Usage = field(default_factory=dict)
+    labels: Counter[str] = field(default_factory=Counter)
+    failed_not_done: int = 0
+    cost: float = 0.0
+
+    @property
+    def duplicates(self) -> int:
+        return self.written - len(self.rows)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "items": len(self.rows),
+            "batches": self.batches,
+            "written": self.written,
+            "duplicates_folded": self.duplicates,
+            "corrupt_lines": self.corrupt_lines,
+            "failed_not_done": self.failed_not_done,
+            "usage": self.usage,
+            "cost": round(self.cost, 6),
+            "labels": dict(self.labels.most_common()),
+        }
+
+
+def build_report(
+    paths: Sequence[Path], *, price_in: float = 0.0, price_out: float = 0.0
+) -> BatchReport:
+    report = BatchReport()
+    failed_ids: set[str] = set()
+    for path in paths:
+        if not path.exists():
+            raise ConfigError(f"checkpoint {path} does not exist")
+        found = scan(path)
+        report.corrupt_lines += found.corrupt
+        for line in found.lines:
+            report.batches += 1
+            add_usage(report.usage, line.get("usage") or {})
+            for item_id, result in zip(line["ids"], line["results"], strict=True):
+                report.written += 1
+                report.rows[item_id] = result
+        for line in _dead(path):
+            failed_ids.update(line.get("ids", []))
+            add_usage(report.usage, line.get("usage") or {})
+    report.failed_not_done = len(failed_ids - report.rows.keys())
+    for result in report.rows.values():
+        if isinstance(result, dict) and isinstance(result.get("label"), str):
+            report.labels[result["label"]] += 1
+    report.cost = (
+        report.usage.get("prompt_tokens", 0) * price_in
+        + report.usage.get("completion_tokens", 0) * price_out
+    ) / 1e6
+    return report
+
+
+def _dead(path: Path) -> list[dict[str, Any]]:
+    """Dead-letter lines of a checkpoint (they have ids and an error, no results)."""
+    lines: list[dict[str, Any]] = []
+    try:
+        text = dead_letter_path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return lines
+    for raw in text.splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(line, dict):
+            lines.append(line)
+    return lines
+
+
+def write_csv(report: BatchReport, out: IO[str]) -> None:
+    fields: dict[str, None] = {}
+    for result in report.rows.values():
+        if isinstance(result, dict):
+            fields.update(dict.fromkeys(result))
+    writer = csv.writer(out)
+    writer.writerow(["id", *fields] if fields else ["id", "result"])
+    for item_id, result in report.rows.items():
+        if fields:
+            values = [result.get(f) if isinstance(result, dict) else None for f in fields]
+            writer.writerow(
+                [item_id, *(json.dumps(v) if isinstance(v, dict | list) else v for v in values)]
+            )
+        else:
+            writer.writerow([item_id, json.dumps(result)])
+
+
+def write_json(report: BatchReport, out: IO[str]) -> None:
+    json.dump(
+        {
+            "summary": report.summary(),
+            "rows": [{"id": k, "result": v} for k, v in report.rows.items()],
+        },
+        out,
+        ensure_ascii=False,
+        indent=1,
+    )
+    out.write("\n")

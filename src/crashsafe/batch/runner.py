@@ -1,0 +1,303 @@
+"""Run a batch job: N items per call, K calls in flight, a checkpoint line per batch.
+
+A batch is done when its line is on disk (written, flushed, fsync'd); until then it is not.
+So SIGKILL loses only the batches in flight, and a rerun skips every id already written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from crashsafe.batch.checkpoint import Checkpoint
+from crashsafe.batch.items import Inputs, Item
+from crashsafe.batch.task import BatchOutput, TaskCaller, Usage, add_usage
+from crashsafe.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSettings:
+    """How a batch job runs.
+
+    Attributes:
+        batch_size: items per task call.
+        concurrency: task calls in flight.
+        max_attempts: calls of one batch in this run before it goes to the dead letter.
+        backoff_base, backoff_max: seconds between attempts, doubling, with jitter.
+        grace_seconds: after Ctrl-C, time for in-flight batches to finish and be written.
+        price_in, price_out: price per million prompt/completion tokens (for the spend).
+        max_spend: stop scheduling once this run has spent this much.
+        stop_after: stop scheduling after this many batches (used to demonstrate resume).
+    """
+
+    batch_size: int = 10
+    concurrency: int = 4
+    max_attempts: int = 3
+    backoff_base: float = 1.0
+    backoff_max: float = 60.0
+    grace_seconds: float = 30.0
+    price_in: float = 0.0
+    price_out: float = 0.0
+    max_spend: float | None = None
+    stop_after: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.concurrency < 1 or self.max_attempts < 1:
+            raise ConfigError("--batch-size, --concurrency and --max-attempts must be >= 1")
+
+    def cost(self, usage: Usage) -> float:
+        return (
+            usage.get("prompt_tokens", 0) * self.price_in
+            + usage.get("completion_tokens", 0) * self.price_out
+        ) / 1e6
+
+
+@dataclass(slots=True)
+class BatchSummary:
+    already_done: int = 0
+    to_do: int = 0
+    batches_planned: int = 0
+    batches_ok: int = 0
+    batches_failed: int = 0
+    items_ok: int = 0
+    duplicates_folded: int = 0
+    corrupt_lines: int = 0
+    usage: Usage = field(default_factory=dict)
+    spent: float = 0.0
+    elapsed: float = 0.0
+    interrupted: bool = False
+    stopped_by: str | None = None  # "spend cap" | "stop_after"
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "batches_ok": self.batches_ok,
+            "batches_failed": self.batches_failed,
+            "items_ok": self.items_ok,
+        }
+
+
+def batch_label(ids: Sequence[str]) -> str:
+    return f"{ids[0][:6]}..{ids[-1][:6]}" if len(ids) > 1 else ids[0][:12]
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def dead_letter_path(checkpoint: Path) -> Path:
+    """``results.jsonl`` → ``results.failed.jsonl``."""
+    return checkpoint.with_name(checkpoint.stem + ".failed" + (checkpoint.suffix or ".jsonl"))
+
+
+class BatchRunner:
+    def __init__(
+        self,
+        task: TaskCaller,
+        inputs: Inputs,
+        checkpoint_path: Path,
+        settings: BatchSettings,
+        *,
+        echo: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+        handle_signals: bool = True,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.task = task
+        self.inputs = inputs
+        self.path = checkpoint_path
+        self.settings = settings
+        self.echo = echo
+        self.handle_signals = handle_signals
+        self.rng = rng or random.Random()
+        self.summary = BatchSummary(duplicates_folded=inputs.duplicates)
+        self._stopping = False
+        self._signals = 0
+        self._pending_lines: list[tuple[dict[str, Any], asyncio.Future[None]]] = []
+        self._write_ready = asyncio.Event()
+
+    # -- stopping --------------------------------------------------------------------------
+    def request_stop(self) -> None:
+        self._stopping = True
+
+    def _on_signal(self) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            sys.stderr.write("\nAborted: second interrupt. Run the same command to resume.\n")
+            sys.stderr.flush()
+            os._exit(130)
+        self.echo("Stopping: finishing the batches in flight (Ctrl-C again to abort)...")
+        self.summary.interrupted = True
+        self.request_stop()
+
+    # -- writing ---------------------------------------------------------------------------
+    async def _write(self, checkpoint: Checkpoint, line: dict[str, Any]) -> None:
+        """Queue ``line``; resolves once it is on disk. Lines queued while a write is in
+        progress go out together in the next write (one fsync for all)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending_lines.append((line, future))
+        self._write_ready.set()
+        await future
+
+    async def _writer(self, checkpoint: Checkpoint) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._write_ready.wait()
+            self._write_ready.clear()
+            group, self._pending_lines = self._pending_lines, []
+            if not group:
+                continue
+            try:
+                await loop.run_in_executor(None, checkpoint.append, [line for line, _ in group])
+            except Exception as exc:
+                for _, fut in group:
+                    fut.set_exception(exc)
+            else:
+                for _, fut in group:
+                    fut.set_result(None)
+
+    def _dead_letter(self, ids: list[str], error: str, attempts: int, usage: Usage) -> None:
+        line = {"ids": ids, "error": error, "attempts": attempts, "usage": usage}
+        line["failed_at"] = _now_iso()
+        with dead_letter_path(self.path).open("a", encoding="utf-8") as f:
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    # -- one batch -------------------------------------------------------------------------
+    async def _run_batch(self, checkpoint: Checkpoint, batch: list[Item]) -> None:
+        s = self.settings
+        ids = [item.id for item in batch]
+        label = batch_label(ids)
+        usage: Usage = {}
+        started = time.monotonic()
+        error = ""
+        for attempt in range(1, s.max_attempts + 1):
+            try:
+                output: BatchOutput = await self.task(batch)
+            except Exception as exc:
+                add_usage(usage, getattr(exc, "usage", {}) or {})
+                error = f"{type(exc).__name__}: {exc}"
+                if attempt < s.max_attempts:
+                    delay = min(s.backoff_max, s.backoff_base * 2 ** (attempt - 1))
+                    self.echo(f"batch {label}: attempt {attempt} failed ({error}); retrying")
+                    await asyncio.sleep(delay * self.rng.uniform(0.5, 1.5))
+                continue
+            add_usage(usage, output.usage)
+            line = {
+                "batch": label,
+                "ids": ids,
+                "results": list(output.results),
+                "usage": usage,
+                "attempts": attempt,
+                "elapsed": round(time.monotonic() - started, 4),
+                "finished_at": _now_iso(),
+            }
+            await self._write(checkpoint, line)
+            self._account(usage)
+            self.summary.batches_ok += 1
+            self.summary.items_ok += len(ids)
+            tries = f", {attempt} attempts" if attempt > 1 else ""
+            self.echo(f"batch {label}: {len(ids)}/{len(ids)} ok ({line['elapsed']:.2f} s{tries})")
+            return
+        self._account(usage)
+        self._dead_letter(ids, error, s.max_attempts, usage)
+        self.summary.batches_failed += 1
+        self.echo(f"batch {label}: FAILED after {s.max_attempts} attempts: {error}")
+
+    def _account(self, usage: Usage) -> None:
+        add_usage(self.summary.usage, usage)
+        self.summary.spent = self.settings.cost(self.summary.usage)
+
+    # -- the job ---------------------------------------------------------------------------
+    def _plan(self, done: set[str]) -> list[list[Item]]:
+        todo = [item for item in self.inputs.items if item.id not in done]
+        self.summary.already_done = len(self.inputs.items) - len(todo)
+        self.summary.to_do = len(todo)
+        size = self.settings.batch_size
+        batches = [todo[i : i + size] for i in range(0, len(todo), size)]
+        self.summary.batches_planned = len(batches)
+        return batches
+
+    async def run(self) -> BatchSummary:
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        if self.handle_signals:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self._on_signal)
+        try:
+            with Checkpoint(self.path) as checkpoint:
+                found = checkpoint.found
+                self.summary.corrupt_lines = found.corrupt
+                if found.corrupt:
+                    self.echo(
+                        f"warning: {found.corrupt} corrupt line(s) in {self.path} skipped; "
+                        "their items will be done again"
+                    )
+                batches = self._plan(found.done_ids())
+                folded = (
+                    f" ({self.inputs.duplicates} duplicate(s) folded)"
+                    if self.inputs.duplicates
+                    else ""
+                )
+                self.echo(
+                    f"{self.summary.already_done} already done, {self.summary.to_do} to do in "
+                    f"{len(batches)} batches{folded}"
+                )
+                writer = asyncio.create_task(self._writer(checkpoint))
+                try:
+                    await self._schedule(checkpoint, batches)
+                finally:
+                    writer.cancel()
+        finally:
+            if self.handle_signals:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(sig)
+            self.task.close()
+        self.summary.elapsed = time.monotonic() - started
+        return self.summary
+
+    async def _schedule(self, checkpoint: Checkpoint, batches: list[list[Item]]) -> None:
+        s = self.settings
+        running: set[asyncio.Task[None]] = set()
+        for started, batch in enumerate(batches):
+            if self._stopping:
+                break
+            if s.max_spend is not None and self.summary.spent >= s.max_spend:
+                self.summary.stopped_by = "spend cap"
+                break
+            if s.stop_after is not None and started >= s.stop_after:
+                self.summary.stopped_by = "stop_after"
+                break
+            while len(running) >= s.concurrency and not self._stopping:
+                done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                _raise_first_error(done, running)
+            if self._stopping:
+                break
+            running.add(asyncio.create_task(self._run_batch(checkpoint, batch)))
+        if running:
+            grace = s.grace_seconds if self._stopping else None
+            done, late = await asyncio.wait(running, timeout=grace)
+            _raise_first_error(done, late)
+            for task in late:
+                task.cancel()
+            if late:
+                self.echo(f"{len(late)} batch(es) did not finish in the grace period: not written")
+                await asyncio.gather(*late, return_exceptions=True)
+
+
+def _raise_first_error(done: set[asyncio.Task[None]], others: set[asyncio.Task[None]]) -> None:
+    """A batch task only raises when the checkpoint cannot be written: stop everything."""
+    for task in done:
+        if not task.cancelled() and task.exception() is not None:
+            for other in others:
+                other.cancel()
+            raise task.exception()  # type: ignore[misc]

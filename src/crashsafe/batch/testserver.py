@@ -1,0 +1,141 @@
+"""A local OpenAI-compatible chat endpoint for tests, the batch demo and the kill test.
+
+``POST /v1/chat/completions`` answers the classification prompt of ``prompt.py`` with
+deterministic labels (sentiment words decide, else a hash of the text), and usage figures
+computed from the text length. It can misbehave on purpose: latency, a 429 with
+``Retry-After`` every Nth request, an invalid answer every Nth request, 500s. ``/stats``
+counts requests and every item billed, so a kill test can count items paid twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from crashsafe.batch.prompt import parse_items, parse_labels
+from crashsafe.demo.server import AppThread
+
+POSITIVE = ("great", "love", "excellent", "perfect", "amazing", "happy", "recommend")
+NEGATIVE = ("broke", "terrible", "awful", "poor", "refund", "disappointed", "worst")
+
+
+@dataclass(frozen=True, slots=True)
+class LLMServerOptions:
+    latency_ms: float = 0.0
+    rate_limit_every: int = 0  # every Nth request answers 429
+    retry_after: float = 0.2
+    invalid_every: int = 0  # every Nth request answers with broken JSON
+    error_every: int = 0  # every Nth request answers 500
+
+
+def label_for(text: str, labels: list[str]) -> str:
+    words = text.lower()
+    if "positive" in labels and any(w in words for w in POSITIVE):
+        return "positive"
+    if "negative" in labels and any(w in words for w in NEGATIVE):
+        return "negative"
+    if "neutral" in labels:
+        return "neutral"
+    digest = hashlib.sha256(text.encode()).digest()
+    return labels[digest[0] % len(labels)]
+
+
+class LLMServer:
+    def __init__(self, options: LLMServerOptions | None = None) -> None:
+        self.options = options or LLMServerOptions()
+        self.requests = 0
+        self.statuses: Counter[int] = Counter()
+        self.billed: Counter[str] = Counter()
+        self.tokens = Counter[str]()
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.completions)
+        app.router.add_get("/stats", self.stats)
+        return app
+
+    def _every(self, n: int) -> bool:
+        return n > 0 and self.requests % n == 0
+
+    async def completions(self, request: web.Request) -> web.Response:
+        self.requests += 1
+        o = self.options
+        body = await request.json()
+        if o.latency_ms:
+            await asyncio.sleep(o.latency_ms / 1000)
+        if self._every(o.rate_limit_every):
+            self.statuses[429] += 1
+            return web.json_response(
+                {"error": {"message": "rate limited", "type": "rate_limit"}},
+                status=429,
+                headers={"Retry-After": f"{o.retry_after:g}"},
+            )
+        if self._every(o.error_every):
+            self.statuses[500] += 1
+            return web.json_response({"error": {"message": "boom"}}, status=500)
+        messages = body.get("messages", [])
+        system = next((m["content"] for m in messages if m["role"] == "system"), "")
+        user = next((m["content"] for m in messages if m["role"] == "user"), "")
+        labels = parse_labels(system) or ["positive", "negative", "neutral"]
+        items = parse_items(user)
+        answer = {"labels": [{"id": i, "label": label_for(t, labels)} for i, t in items]}
+        content = json.dumps(answer)
+        if self._every(o.invalid_every):
+            content = content[: len(content) // 2]  # cut off: not JSON
+        prompt_tokens = sum(len(m.get("content", "")) for m in messages) // 4 + 1
+        completion_tokens = len(content) // 4 + 1
+        self.statuses[200] += 1
+        self.billed.update(i for i, _ in items)
+        self.tokens.update({"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens})
+        return web.json_response(
+            {
+                "id": f"chatcmpl-{self.requests}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "test"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            }
+        )
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "statuses": {str(k): v for k, v in self.statuses.items()},
+            "items_billed": sum(self.billed.values()),
+            "distinct_items_billed": len(self.billed),
+            "items_paid_twice": sum(n - 1 for n in self.billed.values()),
+            "tokens": dict(self.tokens),
+        }
+
+    async def stats(self, request: web.Request) -> web.Response:
+        return web.json_response(self.snapshot())
+
+
+class LLMServerThread(AppThread):
+    """The test LLM server on a background thread; ``base_url`` ends in ``/v1``."""
+
+    def __init__(self, options: LLMServerOptions | None = None, *, port: int = 0) -> None:
+        self.server = LLMServer(options)
+        super().__init__(self.server.app(), port=port)
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
