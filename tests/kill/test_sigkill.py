@@ -84,7 +84,7 @@ def test_restart_after_sigkill_refetches_the_dead_workers_page_at_once(
     proc = start_cli(*args)
     try:
         wait_for(lambda: len(get_json(f"{site.url}/log?since={restarted}")) >= 1, timeout=30)
-        [[when, path]] = get_json(f"{site.url}/log?since={restarted}")[:1]
+        [[when, path, _agent]] = get_json(f"{site.url}/log?since={restarted}")[:1]
         assert path == "/list/0"
         delay = when - restarted
         print(f"restart to first fetch: {delay:.2f} s")

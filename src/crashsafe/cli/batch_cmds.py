@@ -290,7 +290,9 @@ def demo_cmd(folder: str) -> None:
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
     sample = root / "reviews.jsonl"
-    shutil.copyfile(str(files("crashsafe.batch").joinpath("data").joinpath("reviews.jsonl")), sample)
+    shutil.copyfile(
+        str(files("crashsafe.batch").joinpath("data").joinpath("reviews.jsonl")), sample
+    )
     checkpoint = root / "results.jsonl"
     for stale in (checkpoint, dead_letter_path(checkpoint)):
         stale.unlink(missing_ok=True)

@@ -5,7 +5,7 @@ new row with an auto-increment id, and commits as it goes. Kill it and restart i
 it stores duplicates and fetches everything again. Used by the kill test and as the
 plain sequential baseline in benchmarks.
 
-    python -m crashsafe.demo.naive http://127.0.0.1:8000/list/0 naive.db
+    python -m crashsafe.demo.naive http://127.0.0.1:8000/list/0 naive.db [USER-AGENT]
 """
 
 from __future__ import annotations
@@ -24,24 +24,26 @@ FIELD = re.compile(r'class="(sku|name|price)">([^<]*)<')
 class Client:
     """One keep-alive HTTP connection to the shop."""
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, agent: str) -> None:
         parts = urlsplit(base)
         self.conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+        self.headers = {"User-Agent": agent}
 
     def get(self, url: str) -> tuple[int, str]:
         parts = urlsplit(url)
-        self.conn.request("GET", parts.path + (f"?{parts.query}" if parts.query else ""))
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        self.conn.request("GET", path, headers=self.headers)
         resp = self.conn.getresponse()
         return resp.status, resp.read().decode("utf-8", "replace")
 
 
-def scrape(start: str, db_path: str) -> int:
+def scrape(start: str, db_path: str, agent: str = "naive-scraper") -> int:
     db = sqlite3.connect(db_path)
     db.execute(
         "CREATE TABLE IF NOT EXISTS products "
         "(id INTEGER PRIMARY KEY AUTOINCREMENT, sku TEXT, name TEXT, price TEXT)"
     )
-    client = Client(start)
+    client = Client(start, agent)
     url: str | None = start
     stored = 0
     while url:
@@ -69,9 +71,9 @@ def scrape(start: str, db_path: str) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        sys.exit("usage: python -m crashsafe.demo.naive START_URL DB_PATH")
-    print(f"naive: stored {scrape(args[0], args[1])} rows", file=sys.stderr)
+    if len(args) not in (2, 3):
+        sys.exit("usage: python -m crashsafe.demo.naive START_URL DB_PATH [USER-AGENT]")
+    print(f"naive: stored {scrape(*args)} rows", file=sys.stderr)
 
 
 if __name__ == "__main__":

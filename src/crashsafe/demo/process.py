@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.request
 from typing import Any
+from urllib.parse import quote
 
 from crashsafe.demo.shop import ShopOptions
 from crashsafe.errors import CrashsafeError
@@ -79,5 +80,7 @@ class ShopProcess:
         result: dict[str, dict[str, str]] = _request(f"{self.url}/catalogue")
         return result
 
-    def log(self, since: float) -> list[tuple[float, str]]:
-        return [(t, p) for t, p in _request(f"{self.url}/log?since={since}")]
+    def log(self, since: float = 0.0, *, agent: str | None = None) -> list[tuple[float, str]]:
+        """Page requests since ``since`` (only from User-Agent ``agent`` if given)."""
+        query = f"since={since}" + (f"&agent={quote(agent)}" if agent else "")
+        return [(t, p) for t, p, _ in _request(f"{self.url}/log?{query}")]

@@ -3,7 +3,8 @@
 Listing ``/list/N`` links its products and ``/list/N+1``; a product page shows sku, name
 and price. ``/stats`` counts page requests as the server saw them (by path, query
 ignored), ``/catalogue`` is the ground truth every crawl is checked against,
-``/log?since=T`` lists page requests after time ``T`` (Unix seconds), ``POST /reset``
+``/log?since=T[&agent=UA]`` lists page requests after time ``T`` (Unix seconds) with
+their User-Agent (or only those from ``UA``), ``POST /reset``
 zeroes the counters (the kill test runs several crawls against one shop).
 """
 
@@ -79,7 +80,7 @@ class Shop:
         self.options = options
         self.counts: Counter[str] = Counter()
         self.errors = 0
-        self.log: list[tuple[float, str]] = []
+        self.log: list[tuple[float, str, str]] = []
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -96,7 +97,7 @@ class Shop:
         """Count the request, wait the latency, maybe fail; None means answer normally."""
         path = request.path
         self.counts[path] += 1
-        self.log.append((time.time(), path))
+        self.log.append((time.time(), path, request.headers.get("User-Agent", "")))
         o = self.options
         if o.latency_ms:
             await asyncio.sleep(o.latency_ms / 1000)
@@ -194,7 +195,10 @@ class Shop:
 
     async def request_log(self, request: web.Request) -> web.Response:
         since = float(request.query.get("since", "0"))
-        return web.json_response([[t, path] for t, path in self.log if t >= since])
+        agent = request.query.get("agent")
+        return web.json_response(
+            [[t, path, ua] for t, path, ua in self.log if t >= since and agent in (None, ua)]
+        )
 
 
 class ShopThread(AppThread):

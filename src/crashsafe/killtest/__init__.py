@@ -113,6 +113,7 @@ def run_killtest(
                         schedule,
                         catalogue,
                         sig=options.sig,
+                        tag=f"-r{run + 1}",
                     )
                     outcomes[scraper.name] = out
                     on_progress(

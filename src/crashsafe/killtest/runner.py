@@ -17,6 +17,8 @@ from crashsafe.killtest.scrapers import Row, Scraper
 
 FINAL_TIMEOUT = 900.0  # seconds for the last, uninterrupted run
 GRACEFUL_TIMEOUT = 60.0  # after SIGINT, before we give up and SIGKILL
+START_TIMEOUT = 60.0  # for a (re)started process to make its first request
+POLL = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,18 +33,15 @@ class Calibration:
 def kill_schedule(
     *, kills: int, workers: int, window: tuple[float, float], calibration: Calibration, seed: int
 ) -> list[list[float]]:
-    """Seconds after each (re)start at which to kill, per worker.
+    """Seconds after a process's first request at which to kill it, per worker.
 
-    Kill k lands ``startup + u * crawl / kills`` seconds after a start, ``u`` uniform in
+    Kill k lands ``u * crawl / kills`` seconds into a (re)started crawl, ``u`` uniform in
     ``window``: with the default window the kills together cover about 60 % of an
     uninterrupted crawl, so they land mid-crawl and the last run still has work.
     """
     rng = random.Random(seed)
-    step = calibration.crawl / kills
-    return [
-        [calibration.startup + rng.uniform(*window) * step for _ in range(kills)]
-        for _ in range(workers)
-    ]
+    step = calibration.crawl / kills if kills else 0.0
+    return [[rng.uniform(*window) * step for _ in range(kills)] for _ in range(workers)]
 
 
 @dataclass(slots=True)
@@ -88,6 +87,18 @@ def _stop(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
         proc.wait()
 
 
+def _wait_first_request(
+    shop: ShopProcess, proc: subprocess.Popen[bytes], agent: str, since: float
+) -> bool:
+    """Wait until the shop has seen a request from ``agent``; False if the process ended."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while proc.poll() is None and time.monotonic() < deadline:
+        if shop.log(since, agent=agent):
+            return True
+        time.sleep(POLL)
+    return False
+
+
 def run_one(
     scraper: Scraper,
     shop: ShopProcess,
@@ -96,17 +107,30 @@ def run_one(
     catalogue: dict[str, dict[str, str]],
     *,
     sig: signal.Signals = signal.SIGKILL,
+    tag: str = "",
 ) -> Outcome:
-    """Kill ``scraper`` per ``schedule`` (one list of delays per worker), then let it finish."""
+    """Kill ``scraper`` per ``schedule`` (one list of delays per worker), then let it finish.
+
+    Each delay counts from the process's first request (told apart by User-Agent), so a
+    kill always lands mid-crawl, however long the process took to start.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
-    cmd = scraper.command(shop.url, workdir)
     shop.reset()
     outcome = Outcome(scraper.name)
     lock = threading.Lock()
 
-    def worker(delays: list[float]) -> None:
-        for delay in delays:
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def worker(slot: int, delays: list[float]) -> None:
+        for k, delay in enumerate(delays):
+            agent = f"killtest-{scraper.name}{tag}-w{slot}-k{k}"
+            since = time.time()
+            proc = subprocess.Popen(
+                scraper.command(shop.url, workdir, agent),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            if not _wait_first_request(shop, proc, agent, since):
+                _stop(proc, signal.SIGKILL)
+                return  # it ended without a request: the crawl is complete
             try:
                 proc.wait(delay)
             except subprocess.TimeoutExpired:
@@ -117,13 +141,18 @@ def run_one(
                 return  # it finished before the kill: nothing left to kill
 
     started = time.monotonic()
-    threads = [threading.Thread(target=worker, args=(d,)) for d in schedule]
+    threads = [threading.Thread(target=worker, args=(n, d)) for n, d in enumerate(schedule)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     finals = [
-        subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in schedule
+        subprocess.Popen(
+            scraper.command(shop.url, workdir, f"killtest-{scraper.name}{tag}-w{n}-final"),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for n in range(len(schedule))
     ]
     for proc in finals:
         try:
@@ -149,12 +178,14 @@ def calibrate(scraper: Scraper, shop: ShopProcess, workdir: Path) -> Calibration
     workdir.mkdir(parents=True, exist_ok=True)
     shop.reset()
     spawned = time.time()
-    proc = subprocess.run(scraper.command(shop.url, workdir), capture_output=True, timeout=900)
+    agent = f"killtest-{scraper.name}-calibration"
+    cmd = scraper.command(shop.url, workdir, agent)
+    proc = subprocess.run(cmd, capture_output=True, timeout=FINAL_TIMEOUT)
     ended = time.time()
     if proc.returncode != 0:
         raise CrashsafeError(
             f"calibration run of {scraper.name} failed: {proc.stderr.decode()[-2000:]}"
         )
-    log = shop.log(spawned)
+    log = shop.log(spawned, agent=agent)
     first = log[0][0] if log else spawned
     return Calibration(startup=first - spawned, crawl=max(ended - first, 0.05))

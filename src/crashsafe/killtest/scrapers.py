@@ -17,7 +17,8 @@ Row = tuple[str | None, str | None, str | None]  # sku, name, price
 class Scraper:
     name: str
 
-    def command(self, shop_url: str, workdir: Path) -> list[str]:
+    def command(self, shop_url: str, workdir: Path, agent: str) -> list[str]:
+        """The command line of one process, sending ``agent`` as its User-Agent."""
         raise NotImplementedError
 
     def rows(self, workdir: Path) -> list[Row]:
@@ -30,9 +31,10 @@ class NaiveScraper(Scraper):
 
     name: str = "naive"
 
-    def command(self, shop_url: str, workdir: Path) -> list[str]:
+    def command(self, shop_url: str, workdir: Path, agent: str) -> list[str]:
         db = workdir / "naive.db"
-        return [sys.executable, "-m", "crashsafe.demo.naive", f"{shop_url}/list/0", str(db)]
+        start = f"{shop_url}/list/0"
+        return [sys.executable, "-m", "crashsafe.demo.naive", start, str(db), agent]
 
     def rows(self, workdir: Path) -> list[Row]:
         db = workdir / "naive.db"
@@ -56,12 +58,12 @@ class CrashsafeScraper(Scraper):
     def db_url(self, workdir: Path) -> str:
         return f"sqlite:///{workdir / 'crashsafe.db'}"
 
-    def command(self, shop_url: str, workdir: Path) -> list[str]:
+    def command(self, shop_url: str, workdir: Path, agent: str) -> list[str]:
         return [
             sys.executable, "-m", "crashsafe", "crawl", "crashsafe.demo.spider:DemoShop",
             "--db", self.db_url(workdir), "--start-url", f"{shop_url}/list/0",
             "--concurrency", str(self.concurrency), "--no-progress",
-            "--set", f"backoff_base={self.backoff_base}",
+            "--set", f"backoff_base={self.backoff_base}", "--set", f"user_agent={agent}",
         ]  # fmt: skip
 
     def rows(self, workdir: Path) -> list[Row]:

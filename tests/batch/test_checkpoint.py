@@ -1,0 +1,84 @@
+"""The checkpoint file: append-only, fsync'd, tolerant of torn and corrupt lines, locked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from crashsafe.batch.checkpoint import Checkpoint, scan
+from crashsafe.errors import WorkerBusyError
+
+
+def line(ids: list[str], label: str = "x") -> dict[str, object]:
+    return {"ids": ids, "results": [{"label": label}] * len(ids), "usage": {}}
+
+
+def test_torn_last_line_is_ignored_and_not_glued_to(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(line(["a", "b"])) + "\n" + '{"ids": ["c"], "resu')
+    with Checkpoint(path) as cp:
+        assert cp.found.torn_tail and cp.found.done_ids() == {"a", "b"}
+        cp.append([line(["c"])])
+    found = scan(path)
+    assert found.done_ids() == {"a", "b", "c"}
+    assert found.corrupt == 1  # the torn fragment, now a line of its own, stays skipped
+    assert not found.torn_tail
+
+
+def test_corrupt_middle_line_is_skipped_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    good1, good2 = json.dumps(line(["a"])), json.dumps(line(["c"]))
+    bad_shape = json.dumps({"ids": ["x", "y"], "results": [1]})
+    path.write_text(f"{good1}\nnot json at all\n{bad_shape}\n{good2}\n")
+    found = scan(path)
+    assert found.done_ids() == {"a", "c"} and found.corrupt == 2
+
+
+def test_appends_never_rewrite(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    with Checkpoint(path) as cp:
+        cp.append([line(["a"])])
+    before = path.read_bytes()
+    with Checkpoint(path) as cp:
+        cp.append([line(["b"]), line(["c"])])
+    after = path.read_bytes()
+    assert after.startswith(before) and after.count(b"\n") == 3
+
+
+def test_a_second_run_on_the_same_checkpoint_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    with Checkpoint(path), pytest.raises(WorkerBusyError, match="in use by pid"):
+        Checkpoint(path).open()
+    with Checkpoint(path):  # free again once the first is closed
+        pass
+
+
+ids = st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=5, unique=True)
+results = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        ids.flatmap(
+            lambda i: st.tuples(st.just(i), st.lists(results, min_size=len(i), max_size=len(i)))
+        ),
+        max_size=6,
+    )
+)
+def test_writer_and_reader_round_trip(tmp_path: Path, batches: list) -> None:  # type: ignore[type-arg]
+    path = tmp_path / "rt.jsonl"
+    path.unlink(missing_ok=True)
+    written = [{"ids": i, "results": r, "usage": {"calls": 1}} for i, r in batches]
+    with Checkpoint(path) as cp:
+        for entry in written:
+            cp.append([entry])
+    assert scan(path).lines == written

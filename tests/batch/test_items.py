@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crashsafe.batch.items import parse_shard, read_items
+from crashsafe.errors import ConfigError
+from crashsafe.ids import stable_text_id
+
+
+def test_jsonl_ids_from_field_or_text_and_duplicates_folded(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text(
+        '{"id": "r1", "text": "Good"}\n'
+        '{"text": "Great  kettle"}\n'
+        "\n"
+        '{"text": "great kettle "}\n'
+        '{"id": "r1", "text": "again"}\n'
+    )
+    inputs = read_items(src)
+    assert [i.id for i in inputs.items] == ["r1", stable_text_id("Great kettle")]
+    assert inputs.duplicates == 2
+    by_position = read_items(src, key_by="position")
+    assert len(by_position.items) == 4 and by_position.duplicates == 0
+
+
+def test_csv_and_text(tmp_path: Path) -> None:
+    csv_path = tmp_path / "in.csv"
+    csv_path.write_text("review,stars\nnice,5\nbad,1\n")
+    items = read_items(csv_path, text_field="review").items
+    assert [i.text for i in items] == ["nice", "bad"] and items[0].data["stars"] == "5"
+    txt = tmp_path / "in.txt"
+    txt.write_text("one\n\ntwo\n")
+    assert [i.text for i in read_items(txt).items] == ["one", "two"]
+
+
+def test_clear_errors(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"body": "x"}\n')
+    with pytest.raises(ConfigError, match=r"no field 'text'.*--text-field.*body"):
+        read_items(src)
+    src.write_text("{broken\n")
+    with pytest.raises(ConfigError, match=r"in.jsonl:1: not valid JSON"):
+        read_items(src)
+    with pytest.raises(ConfigError, match="does not exist"):
+        read_items(tmp_path / "missing.jsonl")
+    with pytest.raises(ConfigError, match="K/N"):
+        parse_shard("half")
+
+
+def test_shards_partition_the_ids(tmp_path: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(f"review {n}" for n in range(300)))
+    everything = {i.id for i in read_items(src).items}
+    shards = [{i.id for i in read_items(src, shard=(k, 3)).items} for k in (1, 2, 3)]
+    assert set().union(*shards) == everything
+    assert sum(len(s) for s in shards) == len(everything)
+    assert all(60 < len(s) < 140 for s in shards)
