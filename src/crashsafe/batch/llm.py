@@ -122,6 +122,9 @@ class Classifier:
             return response.choices[0].message.content or ""
         raise BatchTaskError(f"{error} after {self.max_retries + 1} tries", usage=usage)
 
+    async def aclose(self) -> None:
+        await self.client.close()
+
     def _backoff(self, attempt: int) -> float:
         return float(self.backoff_base * 2**attempt * random.uniform(0.5, 1.5))
 

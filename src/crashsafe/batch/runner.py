@@ -261,7 +261,7 @@ class BatchRunner:
             if self.handle_signals:
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.remove_signal_handler(sig)
-            self.task.close()
+            await self.task.aclose()
         self.summary.elapsed = time.monotonic() - started
         return self.summary
 

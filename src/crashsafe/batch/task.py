@@ -82,9 +82,13 @@ class TaskCaller:
             )
         return output
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
+        """Release the task's resources: its threads, and its own ``aclose()`` if any."""
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+        closer = getattr(self.task, "aclose", None)
+        if closer is not None:
+            await closer()
 
 
 AsyncTask = Callable[[list[Item]], Awaitable[Any]]

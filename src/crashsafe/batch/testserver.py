@@ -61,23 +61,25 @@ class LLMServer:
         app.router.add_get("/stats", self.stats)
         return app
 
-    def _every(self, n: int) -> bool:
-        return n > 0 and self.requests % n == 0
-
     async def completions(self, request: web.Request) -> web.Response:
         self.requests += 1
+        number = self.requests  # this request's number, fixed before any await
+
+        def every(n: int) -> bool:
+            return n > 0 and number % n == 0
+
         o = self.options
         body = await request.json()
         if o.latency_ms:
             await asyncio.sleep(o.latency_ms / 1000)
-        if self._every(o.rate_limit_every):
+        if every(o.rate_limit_every):
             self.statuses[429] += 1
             return web.json_response(
                 {"error": {"message": "rate limited", "type": "rate_limit"}},
                 status=429,
                 headers={"Retry-After": f"{o.retry_after:g}"},
             )
-        if self._every(o.error_every):
+        if every(o.error_every):
             self.statuses[500] += 1
             return web.json_response({"error": {"message": "boom"}}, status=500)
         messages = body.get("messages", [])
@@ -87,7 +89,7 @@ class LLMServer:
         items = parse_items(user)
         answer = {"labels": [{"id": i, "label": label_for(t, labels)} for i, t in items]}
         content = json.dumps(answer)
-        if self._every(o.invalid_every):
+        if every(o.invalid_every):
             content = content[: len(content) // 2]  # cut off: not JSON
         prompt_tokens = sum(len(m.get("content", "")) for m in messages) // 4 + 1
         completion_tokens = len(content) // 4 + 1
@@ -96,7 +98,7 @@ class LLMServer:
         self.tokens.update({"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens})
         return web.json_response(
             {
-                "id": f"chatcmpl-{self.requests}",
+                "id": f"chatcmpl-{number}",
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": body.get("model", "test"),

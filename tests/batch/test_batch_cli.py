@@ -1,0 +1,170 @@
+"""`crashsafe batch` as a user runs it: subprocesses, real signals, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from crashsafe.batch.checkpoint import scan
+from crashsafe.batch.testserver import LLMServerOptions, LLMServerThread
+from tests.helpers import CLI, cli_env, run_cli, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+TASK = f"{ROOT / 'examples' / 'word_count.py'}:count_words"
+SAMPLE = ROOT / "src" / "crashsafe" / "batch" / "data" / "reviews.jsonl"
+
+
+def start(*args: str, sleep: float = 0.0) -> subprocess.Popen[str]:
+    env = cli_env() | {"EXAMPLE_SLEEP": str(sleep)}
+    return subprocess.Popen(
+        [*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+
+
+def lines_in(path: Path) -> int:
+    return len(scan(path).lines)
+
+
+def test_run_resume_and_report(tmp_path: Path) -> None:
+    cp = tmp_path / "counts.jsonl"
+    args = ["batch", "run", str(SAMPLE), "--checkpoint", str(cp), "--task", TASK]
+    first = run_cli(*args)
+    assert first.returncode == 0, first.stderr
+    assert "0 already done, 200 to do in 20 batches" in first.stderr
+    assert '{"batches_ok": 20, "batches_failed": 0, "items_ok": 200}' in first.stderr
+    again = run_cli(*args)
+    assert "200 already done, 0 to do in 0 batches" in again.stderr
+    report = json.loads(run_cli("batch", "report", str(cp), "--format", "json").stdout)
+    assert report["summary"]["items"] == 200 and len(report["rows"]) == 200
+    csv_out = run_cli("batch", "report", str(cp), "--format", "csv").stdout.splitlines()
+    assert csv_out[0] == "id,words" and len(csv_out) == 201
+    table = run_cli("batch", "report", str(cp)).stdout
+    assert "items (one row per id)" in table and "200" in table
+
+
+def test_shards_merge_in_the_report(tmp_path: Path) -> None:
+    parts = []
+    for k in (1, 2):
+        cp = tmp_path / f"part{k}.jsonl"
+        result = run_cli(
+            "batch", "run", str(SAMPLE), "--checkpoint", str(cp), "--task", TASK,
+            "--shard", f"{k}/2",
+        )  # fmt: skip
+        assert result.returncode == 0 and f"shard {k}/2:" in result.stderr
+        parts.append(str(cp))
+    report = json.loads(run_cli("batch", "report", *parts, "--format", "json").stdout)
+    assert report["summary"]["items"] == 200 and report["summary"]["duplicates_folded"] == 0
+
+
+def test_sigint_finishes_in_flight_batches_then_resumes(tmp_path: Path) -> None:
+    cp = tmp_path / "counts.jsonl"
+    args = ["batch", "run", str(SAMPLE), "--checkpoint", str(cp), "--task", TASK]
+    proc = start(*args, "--concurrency", "2", sleep=0.3)
+    wait_for(lambda: cp.exists() and lines_in(cp) >= 2, timeout=30)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "Interrupted: run the same command again to resume." in err
+    written = lines_in(cp)
+    assert 2 <= written < 20
+    assert not cp.read_bytes().endswith(b"}")  # every line whole
+    resumed = run_cli(*args)
+    assert f"{written * 10} already done" in resumed.stderr
+    assert lines_in(cp) == 20 and len(scan(cp).done_ids()) == 200
+
+
+def test_a_second_run_on_the_same_checkpoint_is_refused(tmp_path: Path) -> None:
+    cp = tmp_path / "counts.jsonl"
+    args = ["batch", "run", str(SAMPLE), "--checkpoint", str(cp), "--task", TASK]
+    proc = start(*args, "--concurrency", "1", sleep=0.5)
+    try:
+        wait_for(lambda: cp.exists(), timeout=30)
+        second = run_cli(*args)
+        assert second.returncode == 1
+        assert "is in use by pid" in second.stderr and "Traceback" not in second.stderr
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_failing_task_exits_non_zero_and_keeps_nothing_half_done(tmp_path: Path) -> None:
+    task = tmp_path / "flaky.py"
+    task.write_text(
+        "def run(items):\n"
+        "    if any('broke' in i.text for i in items):\n"
+        "        raise RuntimeError('upstream said no')\n"
+        "    return ['ok'] * len(items)\n"
+    )
+    cp = tmp_path / "r.jsonl"
+    args = ["batch", "run", str(SAMPLE), "--checkpoint", str(cp), "--task", f"{task}:run"]
+    result = run_cli(*args, "--max-attempts", "1")
+    assert result.returncode == 1
+    assert "failed and were not marked done" in result.stderr
+    dead = [json.loads(x) for x in (tmp_path / "r.failed.jsonl").read_text().splitlines()]
+    assert dead and all("upstream said no" in d["error"] for d in dead)
+    assert not {i for d in dead for i in d["ids"]} & scan(cp).done_ids()
+
+
+def test_bad_input_is_a_message(tmp_path: Path) -> None:
+    cp = tmp_path / "r.jsonl"
+    missing = run_cli("batch", "run", "nope.jsonl", "--checkpoint", str(cp), "--task", TASK)
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    bad_task = run_cli("batch", "run", str(SAMPLE), "--checkpoint", str(cp), "--task", "x")
+    assert bad_task.returncode == 1 and "module:function" in bad_task.stderr
+    no_url = run_cli("batch", "classify", str(SAMPLE), "--checkpoint", str(cp), "--labels", "a,b")
+    assert no_url.returncode == 1 and "--base-url" in no_url.stderr
+
+
+@pytest.mark.slow
+def test_ten_sigkills_then_exactly_200_rows_and_bounded_repaid_items(tmp_path: Path) -> None:
+    cp = tmp_path / "labels.jsonl"
+    concurrency, batch_size = 4, 10
+    rng = random.Random(7)
+    with LLMServerThread(LLMServerOptions(latency_ms=150)) as server:
+        args = [
+            "batch", "classify", str(SAMPLE), "--checkpoint", str(cp),
+            "--labels", "positive,negative,neutral", "--base-url", server.base_url,
+            "--concurrency", str(concurrency), "--batch-size", str(batch_size),
+        ]  # fmt: skip
+        kills = 0
+        for _ in range(10):
+            before = server.server.requests
+            proc = start(*args)
+            wait_for(lambda b=before: server.server.requests > b, timeout=30)
+            time.sleep(rng.uniform(0.0, 0.3))
+            if proc.poll() is not None:
+                break
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            kills += 1
+        final = subprocess.run(
+            [*CLI, *args], capture_output=True, text=True, env=cli_env(), timeout=120
+        )
+        stats = server.server.snapshot()
+    assert final.returncode == 0, final.stderr
+    assert kills >= 5
+    report = json.loads(run_cli("batch", "report", str(cp), "--format", "json").stdout)
+    assert report["summary"]["items"] == 200 and report["summary"]["duplicates_folded"] == 0
+    assert stats["distinct_items_billed"] == 200
+    assert stats["items_paid_twice"] <= concurrency * batch_size * kills
+    print(f"{kills} kills: {stats['items_paid_twice']} items paid twice")
+
+
+def test_batch_demo_runs_offline_and_shows_a_resume(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [*CLI, "batch", "demo", "--dir", str(tmp_path / "demo")],
+        capture_output=True, text=True, env=cli_env() | {"NO_COLOR": "1"}, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "100 already done, 100 to do in 10 batches" in result.stderr
+    assert "billed 200 items for 200 reviews: 0 paid twice" in result.stdout
+    assert os.path.exists(tmp_path / "demo" / "results.jsonl")
+    assert sys.executable
