@@ -2,25 +2,53 @@
 
 Kill a crawl at any line, run the same command again, and it ends with exactly one
 correct copy of every record, repeating at most the pages that were in flight.
+
+Public names are imported on first use (PEP 562), so ``crashsafe batch ...`` does not pay
+for the crawl engine's imports, nor a crawl for the LLM client's.
 """
 
 from __future__ import annotations
 
-from crashsafe.crawl.engine import Crawler, CrawlResult
-from crashsafe.crawl.settings import CrawlSettings
-from crashsafe.crawl.spider import Link, Page, Record, Spider
-from crashsafe.errors import (
-    ConfigError,
-    CrashsafeError,
-    SchemaError,
-    SpiderLoadError,
-    StoreError,
-    WorkerBusyError,
-)
-from crashsafe.ids import canonical_url, record_id, stable_text_id
-from crashsafe.store import Store, open_store
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from crashsafe.crawl.engine import Crawler, CrawlResult
+    from crashsafe.crawl.settings import CrawlSettings
+    from crashsafe.crawl.spider import Link, Page, Record, Spider
+    from crashsafe.errors import (
+        ConfigError,
+        CrashsafeError,
+        SchemaError,
+        SpiderLoadError,
+        StoreError,
+        WorkerBusyError,
+    )
+    from crashsafe.ids import canonical_url, record_id, stable_text_id
+    from crashsafe.store import Store, open_store
 
 __version__ = "0.1.0"
+
+_WHERE = {
+    "Crawler": "crashsafe.crawl.engine",
+    "CrawlResult": "crashsafe.crawl.engine",
+    "CrawlSettings": "crashsafe.crawl.settings",
+    "Link": "crashsafe.crawl.spider",
+    "Page": "crashsafe.crawl.spider",
+    "Record": "crashsafe.crawl.spider",
+    "Spider": "crashsafe.crawl.spider",
+    "ConfigError": "crashsafe.errors",
+    "CrashsafeError": "crashsafe.errors",
+    "SchemaError": "crashsafe.errors",
+    "SpiderLoadError": "crashsafe.errors",
+    "StoreError": "crashsafe.errors",
+    "WorkerBusyError": "crashsafe.errors",
+    "canonical_url": "crashsafe.ids",
+    "record_id": "crashsafe.ids",
+    "stable_text_id": "crashsafe.ids",
+    "Store": "crashsafe.store",
+    "open_store": "crashsafe.store",
+}
 
 __all__ = [
     "ConfigError",
@@ -42,3 +70,16 @@ __all__ = [
     "record_id",
     "stable_text_id",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'crashsafe' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

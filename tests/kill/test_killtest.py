@@ -95,3 +95,25 @@ def test_kill_schedule_is_seeded_and_inside_the_window() -> None:
     assert len(a) == 2 and all(len(w) == 10 for w in a)
     assert all(0.06 <= d <= 0.3 for w in a for d in w)  # u * 3.0 / 10, u in [0.2, 1]
     assert KillTestOptions().sig == signal.SIGKILL
+
+
+@pytest.mark.slow
+def test_batch_mode_killtest(tmp_path: Path) -> None:
+    out = tmp_path / "kb.json"
+    result = run_cli(
+        "killtest", "--mode", "batch", "--runs", "1", "--kills", "3", "--latency-ms", "300",
+        "--json", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "crashsafe: holds" in result.stdout
+    [run] = figures(out)["runs"]
+    safe, naive = run["crashsafe"], run["naive"]
+    assert (safe["rows"], safe["distinct"], safe["wrong"], safe["missing"]) == (200, 200, 0, 0)
+    assert safe["paid_twice"] <= 4 * 10 * safe["kills_landed"]
+    assert safe["kills_landed"] >= 1
+    assert naive["rows"] > 200  # restarts from the first review and writes it all again
+
+
+def test_batch_mode_refuses_crawl_options() -> None:
+    result = run_cli("killtest", "--mode", "batch", "--workers", "2")
+    assert result.returncode == 1 and "crawl kill test only" in result.stderr

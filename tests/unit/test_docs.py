@@ -12,8 +12,11 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 def test_every_command_has_a_section_in_cli_md() -> None:
     text = (DOCS / "cli.md").read_text()
-    for name in cli.commands:
+    for name, command in cli.commands.items():
         assert f"\n## {name}\n" in text, f"docs/cli.md has no section for `crashsafe {name}`"
+        for sub in getattr(command, "commands", {}):
+            heading = f"\n### {name} {sub}\n"
+            assert heading in text, f"docs/cli.md has no section for `crashsafe {name} {sub}`"
 
 
 def test_every_setting_is_in_crawling_md() -> None:

@@ -4,7 +4,8 @@
 deterministic labels (sentiment words decide, else a hash of the text), and usage figures
 computed from the text length. It can misbehave on purpose: latency, a 429 with
 ``Retry-After`` every Nth request, an invalid answer every Nth request, 500s. ``/stats``
-counts requests and every item billed, so a kill test can count items paid twice.
+counts requests and every item billed, so a kill test can count items paid twice;
+``POST /reset`` zeroes the counts.
 """
 
 from __future__ import annotations
@@ -59,7 +60,15 @@ class LLMServer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self.completions)
         app.router.add_get("/stats", self.stats)
+        app.router.add_post("/reset", self.reset)
         return app
+
+    async def reset(self, request: web.Request) -> web.Response:
+        self.requests = 0
+        self.statuses.clear()
+        self.billed.clear()
+        self.tokens.clear()
+        return web.json_response(self.snapshot())
 
     async def completions(self, request: web.Request) -> web.Response:
         self.requests += 1

@@ -9,18 +9,19 @@ import json
 import sys
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from crashsafe.cli.options import db_option, fmt_seconds, open_db
-from crashsafe.crawl.engine import Crawler, CrawlResult
-from crashsafe.crawl.loader import load_spider
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.errors import ConfigError
 from crashsafe.store import CrawlStats, Store, StoredRecord
+
+if TYPE_CHECKING:
+    from crashsafe.crawl.engine import CrawlResult
 
 INTERRUPTED = "Interrupted: run the same command again to resume."
 
@@ -82,6 +83,9 @@ def crawl(
     Kill it at any moment and run the same command again: it resumes, and every record
     ends up stored exactly once.
     """
+    from crashsafe.crawl.engine import Crawler
+    from crashsafe.crawl.loader import load_spider
+
     spider_cls = load_spider(spider)
     overrides = parse_sets(sets)
     for name, value in (

@@ -10,18 +10,16 @@ import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from crashsafe.cli.crawl_cmds import report_result, summary
 from crashsafe.cli.options import fmt_seconds
-from crashsafe.crawl.engine import Crawler
-from crashsafe.demo.server import serve
-from crashsafe.demo.shop import Shop, ShopOptions, ShopThread
-from crashsafe.demo.spider import DemoShop
 from crashsafe.errors import ConfigError
-from crashsafe.store import open_store
+
+if TYPE_CHECKING:
+    from crashsafe.demo.shop import ShopOptions, ShopThread
 
 
 def shop_options(f: click.decorators.FC) -> click.decorators.FC:
@@ -55,6 +53,8 @@ def shop_options(f: click.decorators.FC) -> click.decorators.FC:
 
 @contextlib.contextmanager
 def _shop_thread(options: ShopOptions, port: int) -> Iterator[ShopThread]:
+    from crashsafe.demo.shop import ShopThread
+
     site = ShopThread(options, port=port)
     try:
         site.__enter__()
@@ -77,6 +77,9 @@ def demo_site(port: int, **shop: Any) -> None:
     Listing pages /list/N link their products and the next listing; /stats counts the
     requests the server saw; /catalogue is the ground truth.
     """
+    from crashsafe.demo.server import serve
+    from crashsafe.demo.shop import Shop, ShopOptions
+
     options = ShopOptions(**shop)
 
     async def main() -> None:
@@ -132,6 +135,11 @@ def demo(
 
     Kill it (Ctrl-C, or kill -9) and run it again: it resumes where it was.
     """
+    from crashsafe.crawl.engine import Crawler
+    from crashsafe.demo.shop import ShopOptions
+    from crashsafe.demo.spider import DemoShop
+    from crashsafe.store import open_store
+
     path = Path(db_path)
     if fresh:
         path.unlink(missing_ok=True)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import click
 
-from crashsafe.demo.shop import ShopOptions
 from crashsafe.errors import ConfigError
 
 
@@ -22,6 +21,13 @@ def parse_window(text: str) -> tuple[float, float]:
 
 
 @click.command()
+@click.option(
+    "--mode",
+    type=click.Choice(["crawl", "batch"]),
+    default="crawl",
+    show_default=True,
+    help="batch: kill an LLM classification job instead of a crawl.",
+)
 @click.option("--runs", default=5, show_default=True, type=click.IntRange(1))
 @click.option("--kills", default=10, show_default=True, type=click.IntRange(0))
 @click.option(
@@ -70,6 +76,7 @@ def parse_window(text: str) -> tuple[float, float]:
 @click.option("--chart", "chart_path", type=click.Path(dir_okay=False), help=".svg or .html")
 @click.option("--keep", type=click.Path(file_okay=False), help="Keep the databases here.")
 def killtest(
+    mode: str,
     runs: int,
     kills: int,
     kill_window: str,
@@ -79,7 +86,7 @@ def killtest(
     sig_name: str,
     listings: int,
     per_listing: int,
-    latency_ms: float,
+    latency_ms: float | None,
     error_rate: float,
     tracking: bool,
     dup_links: bool,
@@ -93,6 +100,19 @@ def killtest(
     per product, none missing, repeated requests within concurrency × kills), 1 otherwise.
     The naive scraper is expected to fail: that is the point.
     """
+    if mode == "batch":
+        crawl_only = {
+            "--workers": workers != 1, "--tracking": tracking, "--dup-links": dup_links,
+            "--error-rate": error_rate > 0, "--chart": chart_path is not None,
+            "--listings/--per-listing": (listings, per_listing) != (25, 20),
+        }  # fmt: skip
+        given = [name for name, used in crawl_only.items() if used]
+        if given:
+            raise ConfigError(f"{', '.join(given)}: crawl kill test only (drop --mode batch)")
+        batch_killtest(runs, kills, kill_window, seed, concurrency, sig_name, latency_ms,
+                       json_path, keep)  # fmt: skip
+        return
+    from crashsafe.demo.shop import ShopOptions
     from crashsafe.killtest import KillTestOptions, run_killtest
     from crashsafe.killtest.chart import write_chart
     from crashsafe.killtest.report import print_report, to_json
@@ -108,7 +128,7 @@ def killtest(
         shop=ShopOptions(
             listings=listings,
             per_listing=per_listing,
-            latency_ms=latency_ms,
+            latency_ms=10.0 if latency_ms is None else latency_ms,
             error_rate=error_rate,
             tracking=tracking,
             dup_links=dup_links,
@@ -128,3 +148,38 @@ def killtest(
         write_chart(result, Path(chart_path))
         click.echo(f"chart written to {chart_path}", err=True)
     sys.exit(0 if result.holds else 1)
+
+
+def batch_killtest(
+    runs: int,
+    kills: int,
+    kill_window: str,
+    seed: int,
+    concurrency: int,
+    sig_name: str,
+    latency_ms: float | None,
+    json_path: str | None,
+    keep: str | None,
+) -> None:
+    from crashsafe.killtest.batch_mode import BatchKillOptions, run_batch_killtest
+    from crashsafe.killtest.batch_report import batch_json, holds, print_batch_report
+
+    options = BatchKillOptions(
+        runs=runs,
+        kills=kills,
+        kill_window=parse_window(kill_window),
+        seed=seed,
+        concurrency=concurrency,
+        latency_ms=300.0 if latency_ms is None else latency_ms,
+        sig=signal.Signals[f"SIG{sig_name}"],
+    )
+    calibration, results = run_batch_killtest(
+        options,
+        workdir=Path(keep) if keep else None,
+        on_progress=lambda line: click.echo(line, err=True),
+    )
+    print_batch_report(options, results)
+    if json_path:
+        Path(json_path).write_text(json.dumps(batch_json(options, calibration, results), indent=2))
+        click.echo(f"figures written to {json_path}", err=True)
+    sys.exit(0 if holds(results) else 1)

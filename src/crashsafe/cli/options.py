@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from crashsafe.store import Store, open_store
+from crashsafe.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_DB = "sqlite:///crashsafe.db"
@@ -26,6 +26,8 @@ def db_option(default: str | None = None) -> Callable[[F], F]:
 
 
 def open_db(url: str) -> Store:
+    from crashsafe.store import open_store
+
     return open_store(url)
 
 

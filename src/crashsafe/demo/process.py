@@ -1,5 +1,6 @@
-"""The demo shop in a process of its own, for the kill test and the benchmarks: its
-request counts are the server's, and it does not share the crawler's CPU time or GIL."""
+"""Servers in processes of their own (the demo shop, the LLM test server), for the kill
+test and the benchmarks: their counts are the server's, and they do not share the
+measured process's CPU time or GIL."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from typing import Any
+from typing import Any, Self
 from urllib.parse import quote
 
 from crashsafe.demo.shop import ShopOptions
@@ -28,24 +29,21 @@ def _request(url: str, *, method: str = "GET") -> Any:
         return json.load(resp)
 
 
-class ShopProcess:
-    """``crashsafe demo-site`` as a subprocess on a free port. Use as a context manager."""
+class ServiceProcess:
+    """A crashsafe server command as a subprocess on a free port; a context manager.
 
-    def __init__(self, options: ShopOptions) -> None:
-        self.options = options
+    Subclasses give the arguments; ``/stats`` must answer once the server is up.
+    """
+
+    name = "server"
+
+    def __init__(self, args: list[str]) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        o = options
-        self.args = [
-            sys.executable, "-m", "crashsafe", "demo-site", "--port", str(self.port),
-            "--listings", str(o.listings), "--per-listing", str(o.per_listing),
-            "--latency-ms", str(o.latency_ms), "--error-rate", str(o.error_rate),
-            "--error-attempts", str(o.error_attempts), "--seed", str(o.seed),
-        ]  # fmt: skip
-        self.args += ["--tracking"] * o.tracking + ["--dup-links"] * o.dup_links
+        self.args = [sys.executable, "-m", "crashsafe", *args, "--port", str(self.port)]
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def __enter__(self) -> ShopProcess:
+    def __enter__(self) -> Self:
         self.proc = subprocess.Popen(self.args, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 30
         while True:
@@ -55,10 +53,10 @@ class ShopProcess:
             except OSError:
                 if self.proc.poll() is not None:
                     err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                    raise CrashsafeError(f"the demo shop did not start: {err.strip()}") from None
+                    raise CrashsafeError(f"the {self.name} did not start: {err.strip()}") from None
                 if time.monotonic() > deadline:
                     self.__exit__()
-                    raise CrashsafeError("the demo shop did not answer within 30 s") from None
+                    raise CrashsafeError(f"the {self.name} did not answer within 30 s") from None
                 time.sleep(0.05)
 
     def __exit__(self, *exc: object) -> None:
@@ -75,6 +73,23 @@ class ShopProcess:
 
     def reset(self) -> Any:
         return _request(f"{self.url}/reset", method="POST")
+
+
+class ShopProcess(ServiceProcess):
+    """``crashsafe demo-site`` in its own process."""
+
+    name = "demo shop"
+
+    def __init__(self, options: ShopOptions) -> None:
+        o = options
+        args = [
+            "demo-site", "--listings", str(o.listings), "--per-listing", str(o.per_listing),
+            "--latency-ms", str(o.latency_ms), "--error-rate", str(o.error_rate),
+            "--error-attempts", str(o.error_attempts), "--seed", str(o.seed),
+        ]  # fmt: skip
+        args += ["--tracking"] * o.tracking + ["--dup-links"] * o.dup_links
+        super().__init__(args)
+        self.options = options
 
     def catalogue(self) -> dict[str, dict[str, str]]:
         result: dict[str, dict[str, str]] = _request(f"{self.url}/catalogue")
