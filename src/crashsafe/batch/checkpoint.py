@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from crashsafe.errors import ConfigError, WorkerBusyError
 
 
@@ -55,8 +57,8 @@ def scan(path: Path) -> CheckpointScan:
         if not chunk.strip():
             continue
         try:
-            line = json.loads(chunk)
-        except ValueError:
+            line = orjson.loads(chunk)
+        except orjson.JSONDecodeError:
             result.corrupt += 1
             continue
         if _valid(line):
