@@ -118,13 +118,13 @@ def test_batches_finishing_together_share_one_write(
     from crashsafe.batch import checkpoint
 
     writes: list[int] = []
-    original = checkpoint.Checkpoint.append
+    original = checkpoint.Checkpoint.append_encoded
 
     def counting(self: checkpoint.Checkpoint, lines: Any) -> None:
         writes.append(len(lines))
         original(self, lines)
 
-    monkeypatch.setattr(checkpoint.Checkpoint, "append", counting)
+    monkeypatch.setattr(checkpoint.Checkpoint, "append_encoded", counting)
     inputs, cp = make_input(tmp_path, 40), tmp_path / "r.jsonl"
 
     async def instant(items: list[Item]) -> list[int]:
@@ -133,3 +133,15 @@ def test_batches_finishing_together_share_one_write(
     summary = run(instant, inputs, cp, batch_size=1, concurrency=8)
     assert summary.batches_ok == 40 and sum(writes) == 40
     assert len(writes) < 40  # some lines shared an fsync
+
+
+def test_results_strict_json_cannot_hold_fail_the_batch_not_the_file(tmp_path: Path) -> None:
+    inputs, cp = make_input(tmp_path, 4), tmp_path / "r.jsonl"
+
+    def nan(items: list[Item]) -> list[float]:
+        return [float("nan")] * len(items)
+
+    summary = run(nan, inputs, cp, batch_size=2)
+    assert summary.batches_failed == 2 and summary.batches_ok == 0
+    assert "results are not JSON" in dead_letter_path(cp).read_text()
+    assert scan(cp).lines == [] and scan(cp).corrupt == 0

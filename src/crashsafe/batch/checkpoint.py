@@ -34,6 +34,13 @@ class CheckpointScan:
         return {i for line in self.lines for i in line.get("ids", [])}
 
 
+def encode_line(line: dict[str, Any]) -> str:
+    """One checkpoint line. Raises ValueError/TypeError for what strict JSON cannot hold
+    (NaN, infinities, objects), so such a result fails its batch instead of being written
+    as a line the reader would have to skip."""
+    return json.dumps(line, ensure_ascii=False, allow_nan=False)
+
+
 def _valid(line: Any) -> bool:
     return (
         isinstance(line, dict)
@@ -118,9 +125,12 @@ class Checkpoint:
 
     def append(self, lines: Sequence[dict[str, Any]]) -> None:
         """Append ``lines`` with one write and one fsync (group commit)."""
+        self.append_encoded([encode_line(line) for line in lines])
+
+    def append_encoded(self, lines: Sequence[str]) -> None:
+        """Append lines already made by :func:`encode_line`: one write, one fsync."""
         if lines:
-            text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
-            self._write_durably(text.encode())
+            self._write_durably("".join(line + "\n" for line in lines).encode())
 
     def close(self) -> None:
         if self._fd is not None:

@@ -17,9 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from crashsafe.batch.checkpoint import Checkpoint
+from crashsafe.batch.checkpoint import Checkpoint, encode_line
 from crashsafe.batch.items import Inputs, Item
 from crashsafe.batch.task import BatchOutput, TaskCaller, Usage, add_usage
 from crashsafe.errors import ConfigError
@@ -121,7 +120,7 @@ class BatchRunner:
         self.summary = BatchSummary(duplicates_folded=inputs.duplicates)
         self._stopping = False
         self._signals = 0
-        self._pending_lines: list[tuple[dict[str, Any], asyncio.Future[None]]] = []
+        self._pending_lines: list[tuple[str, asyncio.Future[None]]] = []
         self._write_ready = asyncio.Event()
 
     # -- stopping --------------------------------------------------------------------------
@@ -139,7 +138,7 @@ class BatchRunner:
         self.request_stop()
 
     # -- writing ---------------------------------------------------------------------------
-    async def _write(self, checkpoint: Checkpoint, line: dict[str, Any]) -> None:
+    async def _write(self, line: str) -> None:
         """Queue ``line``; resolves once it is on disk. Lines queued while a write is in
         progress go out together in the next write (one fsync for all)."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -156,7 +155,8 @@ class BatchRunner:
             if not group:
                 continue
             try:
-                await loop.run_in_executor(None, checkpoint.append, [line for line, _ in group])
+                lines = [line for line, _ in group]
+                await loop.run_in_executor(None, checkpoint.append_encoded, lines)
             except Exception as exc:
                 for _, fut in group:
                     fut.set_exception(exc)
@@ -173,7 +173,7 @@ class BatchRunner:
             os.fsync(f.fileno())
 
     # -- one batch -------------------------------------------------------------------------
-    async def _run_batch(self, checkpoint: Checkpoint, batch: list[Item]) -> None:
+    async def _run_batch(self, batch: list[Item]) -> None:
         s = self.settings
         ids = [item.id for item in batch]
         label = batch_label(ids)
@@ -192,16 +192,22 @@ class BatchRunner:
                     await asyncio.sleep(delay * self.rng.uniform(0.5, 1.5))
                 continue
             add_usage(usage, output.usage)
+            elapsed = round(time.monotonic() - started, 4)
             line = {
                 "batch": label,
                 "ids": ids,
                 "results": list(output.results),
                 "usage": usage,
                 "attempts": attempt,
-                "elapsed": round(time.monotonic() - started, 4),
+                "elapsed": elapsed,
                 "finished_at": _now_iso(),
             }
-            await self._write(checkpoint, line)
+            try:
+                encoded = encode_line(line)
+            except (TypeError, ValueError) as exc:
+                error = f"results are not JSON: {exc}"
+                break  # the same task would return the same results: no point retrying
+            await self._write(encoded)
             self._account(usage)
             self.summary.batches_ok += 1
             self.summary.items_ok += len(ids)
@@ -209,9 +215,9 @@ class BatchRunner:
             self.echo(f"batch {label}: {len(ids)}/{len(ids)} ok ({line['elapsed']:.2f} s{tries})")
             return
         self._account(usage)
-        self._dead_letter(ids, error, s.max_attempts, usage)
+        self._dead_letter(ids, error, attempt, usage)
         self.summary.batches_failed += 1
-        self.echo(f"batch {label}: FAILED after {s.max_attempts} attempts: {error}")
+        self.echo(f"batch {label}: FAILED after {attempt} attempt(s): {error}")
 
     def _account(self, usage: Usage) -> None:
         add_usage(self.summary.usage, usage)
@@ -254,7 +260,7 @@ class BatchRunner:
                 )
                 writer = asyncio.create_task(self._writer(checkpoint))
                 try:
-                    await self._schedule(checkpoint, batches)
+                    await self._schedule(batches)
                 finally:
                     writer.cancel()
         finally:
@@ -265,7 +271,7 @@ class BatchRunner:
         self.summary.elapsed = time.monotonic() - started
         return self.summary
 
-    async def _schedule(self, checkpoint: Checkpoint, batches: list[list[Item]]) -> None:
+    async def _schedule(self, batches: list[list[Item]]) -> None:
         s = self.settings
         running: set[asyncio.Task[None]] = set()
         for started, batch in enumerate(batches):
@@ -282,7 +288,7 @@ class BatchRunner:
                 _raise_first_error(done, running)
             if self._stopping:
                 break
-            running.add(asyncio.create_task(self._run_batch(checkpoint, batch)))
+            running.add(asyncio.create_task(self._run_batch(batch)))
         if running:
             grace = s.grace_seconds if self._stopping else None
             done, late = await asyncio.wait(running, timeout=grace)
