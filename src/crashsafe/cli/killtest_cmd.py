@@ -58,10 +58,9 @@ def parse_window(text: str) -> tuple[float, float]:
 @click.option("--per-listing", default=20, show_default=True, type=click.IntRange(1))
 @click.option(
     "--latency-ms",
-    default=10.0,
-    show_default=True,
     type=click.FloatRange(0),
-    help="Per-page delay of the shop, so that a crawl lasts seconds.",
+    help="Per-page delay of the shop (default 10 ms), per call of the LLM server with "
+    "--mode batch (default 300 ms): like a real site or model, and long enough to kill.",
 )
 @click.option(
     "--error-rate",
