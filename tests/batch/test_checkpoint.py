@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crashsafe.batch.checkpoint import Checkpoint, scan
+from crashsafe.batch.checkpoint import Checkpoint, encode_line, scan
 from crashsafe.errors import WorkerBusyError
 
 
@@ -59,7 +59,7 @@ def test_a_second_run_on_the_same_checkpoint_is_refused(tmp_path: Path) -> None:
 
 ids = st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=5, unique=True)
 results = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
     max_leaves=8,
 )
@@ -82,3 +82,13 @@ def test_writer_and_reader_round_trip(tmp_path: Path, batches: list) -> None:  #
         for entry in written:
             cp.append([entry])
     assert scan(path).lines == written
+
+
+def test_what_cannot_be_read_back_exactly_is_refused() -> None:
+    assert encode_line({"ids": ["a"], "results": [2**63 - 1]})
+    with pytest.raises(ValueError, match="64 bits"):
+        encode_line({"ids": ["a"], "results": [2**70]})
+    with pytest.raises(ValueError):
+        encode_line({"ids": ["a"], "results": [float("inf")]})
+    with pytest.raises(TypeError):
+        encode_line({"ids": ["a"], "results": [object()]})

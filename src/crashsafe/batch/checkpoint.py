@@ -35,10 +35,23 @@ class CheckpointScan:
 
 
 def encode_line(line: dict[str, Any]) -> str:
-    """One checkpoint line. Raises ValueError/TypeError for what strict JSON cannot hold
-    (NaN, infinities, objects), so such a result fails its batch instead of being written
-    as a line the reader would have to skip."""
-    return json.dumps(line, ensure_ascii=False, allow_nan=False)
+    """One checkpoint line. Raises ValueError/TypeError for what the reader could not give
+    back as written (NaN, infinities, objects, integers beyond 64 bits, which orjson reads
+    as floats), so such a result fails its batch instead of being stored wrong."""
+    text = json.dumps(line, ensure_ascii=False, allow_nan=False)
+    if _has_big_int(line):
+        raise ValueError("integers beyond 64 bits cannot be stored exactly: return strings")
+    return text
+
+
+def _has_big_int(value: Any) -> bool:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return not -(2**63) <= value < 2**64
+    if isinstance(value, dict):
+        return any(_has_big_int(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_big_int(v) for v in value)
+    return False
 
 
 def _valid(line: Any) -> bool:

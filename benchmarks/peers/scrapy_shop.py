@@ -1,0 +1,48 @@
+"""Scrapy crawling the demo shop, as a Scrapy user would write it (peer for peers.py).
+
+python benchmarks/peers/scrapy_shop.py START_URL CONCURRENCY OUT.jsonl [JOBDIR]
+"""
+
+import sys
+
+import scrapy
+from scrapy.crawler import CrawlerProcess
+
+
+class ShopSpider(scrapy.Spider):
+    name = "shop"
+
+    def __init__(self, start: str, **kwargs):
+        super().__init__(**kwargs)
+        self.start_urls = [start]
+
+    def parse(self, response):
+        if "/list/" in response.url:
+            yield from response.follow_all(css="a::attr(href)", callback=self.parse)
+        else:
+            yield {
+                "sku": response.css(".sku::text").get(),
+                "name": response.css(".name::text").get(),
+                "price": response.css(".price::text").get(),
+            }
+
+
+def main() -> None:
+    start, concurrency, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    settings = {
+        "CONCURRENT_REQUESTS": concurrency,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": concurrency,
+        "ROBOTSTXT_OBEY": True,
+        "LOG_LEVEL": "WARNING",
+        "TELNETCONSOLE_ENABLED": False,
+        "FEEDS": {out: {"format": "jsonlines"}},
+    }
+    if len(sys.argv) > 4:
+        settings["JOBDIR"] = sys.argv[4]
+    process = CrawlerProcess(settings)
+    process.crawl(ShopSpider, start=start)
+    process.start()
+
+
+if __name__ == "__main__":
+    main()
