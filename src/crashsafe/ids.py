@@ -26,6 +26,10 @@ DEFAULT_STRIP_PARAMS: tuple[str, ...] = ("utm_*", "gclid", "fbclid", "msclkid", 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _WHITESPACE = re.compile(r"\s+")
+# Already canonical: lower-case scheme and host, no default port, a path of unreserved
+# characters only, no query, no fragment. Most links on most sites look like this, and
+# w3lib's full treatment costs ~100 µs a URL; such URLs come back unchanged from it.
+_SIMPLE = re.compile(r"https?://[a-z0-9.-]+(?::(\d{1,5}))?(?:/[A-Za-z0-9._~/-]*)")
 
 
 def record_id(source: str, key: str) -> str:
@@ -59,6 +63,9 @@ def canonical_url(url: str, *, strip_params: Iterable[str] = DEFAULT_STRIP_PARAM
     query parameters named in ``strip_params`` (``utm_*`` style prefixes allowed) and
     sorts the rest; percent-encoding is normalised by w3lib.
     """
+    simple = _SIMPLE.fullmatch(url)
+    if simple and simple.group(1) not in ("80", "443"):
+        return url
     parts = urlsplit(url.strip())
     scheme = parts.scheme.lower()
     netloc = parts.netloc

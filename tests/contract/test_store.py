@@ -190,3 +190,30 @@ def test_robots_cache(store: Store) -> None:
     store.put_robots(C, "http://a", "User-agent: *\nDisallow: /x")
     assert store.get_robots(C, "http://a", max_age=60) == "User-agent: *\nDisallow: /x"
     assert store.get_robots(C, "http://a", max_age=-1) is None  # too old
+
+
+def test_higher_priority_is_leased_first_then_in_order_found(store: Store) -> None:
+    store.enqueue(C, [NewUrl("http://a/item1"), NewUrl("http://a/item2")])
+    store.enqueue(C, [NewUrl("http://a/next", priority=1), NewUrl("http://a/item3")])
+    owner = store.register_worker()
+    assert [x.url for x in store.lease(C, owner, 2, 60)] == ["http://a/next", "http://a/item1"]
+    assert [x.url for x in store.lease(C, owner, 5, 60)] == ["http://a/item2", "http://a/item3"]
+
+
+def test_commit_and_lease_refills_the_freed_slots_in_one_transaction(
+    backend: SQLiteBackend, store: Store
+) -> None:
+    store.enqueue(C, [NewUrl("http://a/1"), NewUrl("http://a/bad")])
+    owner = store.register_worker()
+    l1, bad = store.lease(C, owner, 2, 60)
+    backend.fail_done_mark("http://a/bad")
+    outcomes = [
+        PageOutcome(l1, "done", 200, links=[NewUrl(f"http://a/1/{i}", 1) for i in range(5)]),
+        PageOutcome(bad, "done", 200),
+    ]
+    errors, leases = store.commit_and_lease(C, outcomes, owner=owner, limit=2, lease_seconds=60)
+    assert errors[0] is None and errors[1] is not None
+    # two slots offered, one kept by the page that failed to commit: one new lease,
+    # taken from the links committed in the same transaction
+    assert [x.url for x in leases] == ["http://a/1/0"]
+    assert store.stats(C).leased == 2

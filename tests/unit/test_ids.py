@@ -72,3 +72,25 @@ def test_canonical_url_properties(
     keys = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True)]
     assert not any(k.startswith("utm_") or k in {"gclid", "fbclid"} for k in keys)
     assert keys == sorted(keys)
+
+
+simple_paths = st.lists(
+    st.text(alphabet="abcXYZ019._~-", min_size=0, max_size=6), min_size=1, max_size=4
+).map(lambda parts: "/" + "/".join(parts))
+
+
+@given(
+    st.sampled_from(["http", "https"]),
+    st.sampled_from(["example.com", "a.b-c.org", "127.0.0.1"]),
+    st.sampled_from(["", ":8000", ":80", ":443", ":8443"]),
+    simple_paths,
+)
+def test_fast_path_agrees_with_w3lib(scheme: str, host: str, port: str, path: str) -> None:
+    """URLs that skip w3lib must be exactly what w3lib would have made of them."""
+    from w3lib.url import canonicalize_url
+
+    url = f"{scheme}://{host}{port}{path}"
+    expected = canonicalize_url(
+        url.replace(":80/", "/", 1) if scheme == "http" else url.replace(":443/", "/", 1)
+    )
+    assert canonical_url(url) == expected

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import sys
@@ -88,6 +89,8 @@ class Crawler:
         self._commit_ready = asyncio.Event()
         self._stopping = False
         self._signals = 0
+        self._reserved = 0  # slots promised to a lease request still on its way
+        self._processor: PageProcessor | None = None
         self.owner = ""
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -119,15 +122,30 @@ class Crawler:
         return await future
 
     async def _committer(self) -> None:
+        """Commit whatever pages are waiting, and refill their slots in the same
+        transaction: one round trip to the store per group of pages."""
+        s = self.settings
         while True:
             await self._commit_ready.wait()
             self._commit_ready.clear()
             batch, self._commit_queue = self._commit_queue, []
             if not batch:
                 continue
+            extra = 0
+            if not self._stopping:
+                extra = max(0, s.concurrency - len(self._inflight) - self._reserved)
+            limit = 0 if self._stopping else extra + len(batch)
+            self._reserved += extra
             try:
-                errors = await self._call(
-                    self.store.commit_pages, self.crawl, [o for o, _ in batch]
+                errors, leases = await self._call(
+                    functools.partial(
+                        self.store.commit_and_lease,
+                        self.crawl,
+                        [o for o, _ in batch],
+                        owner=self.owner,
+                        limit=limit,
+                        lease_seconds=s.lease_seconds,
+                    )
                 )
             except Exception as exc:
                 for _, fut in batch:
@@ -137,6 +155,15 @@ class Crawler:
                 for (_, fut), err in zip(batch, errors, strict=True):
                     if not fut.done():
                         fut.set_result(err)
+                self._start(leases)
+            finally:
+                self._reserved -= extra
+
+    def _start(self, leases: Sequence[Lease]) -> None:
+        assert self._processor is not None
+        for lease in leases:
+            task = asyncio.create_task(self._run_page(self._processor, lease))
+            self._inflight[task] = _InFlight(lease)
 
     # -- one page --------------------------------------------------------------------------
     async def _run_page(self, processor: PageProcessor, lease: Lease) -> None:
@@ -182,6 +209,7 @@ class Crawler:
                     hosts=HostSlots(self.settings.host_limit, self.settings.per_host_delay),
                     links=links,
                 )
+                self._processor = processor
                 interrupted = await self._loop(processor)
             stats = await self._call(self.store.stats, self.crawl)
             return CrawlResult(interrupted, time.monotonic() - started, stats)
@@ -219,15 +247,19 @@ class Crawler:
         last_reclaim = 0.0
         try:
             while not self._stopping:
-                free = s.concurrency - len(self._inflight)
-                if free >= min_batch or not self._inflight:
-                    leases = await self._call(
-                        self.store.lease, self.crawl, self.owner, free, s.lease_seconds
-                    )
-                    for lease in leases:
-                        task = asyncio.create_task(self._run_page(processor, lease))
-                        self._inflight[task] = _InFlight(lease)
-                    if not leases and not self._inflight:
+                free = s.concurrency - len(self._inflight) - self._reserved
+                # The committer refills slots as pages commit; this loop starts the crawl,
+                # tops up when a refill found nothing due, and notices the end.
+                if free >= min_batch or (not self._inflight and not self._reserved):
+                    self._reserved += free
+                    try:
+                        leases = await self._call(
+                            self.store.lease, self.crawl, self.owner, free, s.lease_seconds
+                        )
+                    finally:
+                        self._reserved -= free
+                    self._start(leases)
+                    if not leases and not self._inflight and not self._reserved:
                         due = await self._call(self.store.due, self.crawl)
                         if not due.open:
                             break  # nothing pending or leased anywhere: the crawl is complete

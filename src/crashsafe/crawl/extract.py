@@ -42,7 +42,7 @@ class LinkFilter:
         if self.max_depth is not None and depth > self.max_depth:
             return None
         url = self.canonical(link.url)
-        return None if url is None else NewUrl(url, depth, link.callback)
+        return None if url is None else NewUrl(url, depth, link.callback, link.priority)
 
 
 async def run_callback(spider: Spider, page: Page, callback: str | None) -> list[Any]:

@@ -40,10 +40,16 @@ class Record:
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """A URL to crawl, optionally handled by another spider method than ``parse``."""
+    """A URL to crawl, optionally handled by another spider method than ``parse``.
+
+    Higher ``priority`` is leased first (equal priorities: in the order found). Give
+    pagination a higher priority than the items it lists, and the crawl keeps discovering
+    work while it fetches the items.
+    """
 
     url: str
     callback: str | None = None
+    priority: int = 0
 
 
 class Page:
@@ -97,9 +103,9 @@ class Page:
     def urljoin(self, href: str) -> str:
         return urljoin(self.base_url, href.strip())
 
-    def follow(self, href: str, *, callback: str | None = None) -> Link:
+    def follow(self, href: str, *, callback: str | None = None, priority: int = 0) -> Link:
         """A link to ``href`` resolved against this page."""
-        return Link(self.urljoin(href), callback)
+        return Link(self.urljoin(href), callback, priority)
 
     def follow_all(
         self,
@@ -108,6 +114,7 @@ class Page:
         css: str | None = None,
         xpath: str | None = None,
         callback: str | None = None,
+        priority: int = 0,
     ) -> Iterator[Link]:
         """Links to every href given, or selected by ``css``/``xpath`` (e.g. ``a::attr(href)``).
 
@@ -125,7 +132,7 @@ class Page:
                     hrefs.append(value)
         for href in hrefs:
             if href and not href.startswith(("javascript:", "mailto:", "tel:", "#")):
-                yield self.follow(href, callback=callback)
+                yield self.follow(href, callback=callback, priority=priority)
 
 
 class Spider:

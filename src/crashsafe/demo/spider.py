@@ -21,7 +21,9 @@ class DemoShop(Spider):
 
     def parse(self, page: Page) -> Iterator[Any]:
         if "/list/" in page.url:
-            yield from page.follow_all(css="a::attr(href)")
+            # Pagination first: the crawl keeps finding products while it fetches them.
+            yield from page.follow_all(css="a.next::attr(href), a.prev::attr(href)", priority=1)
+            yield from page.follow_all(css="a.product::attr(href)")
         else:
             yield Record(
                 key=page.css(".sku::text").get(),

@@ -28,6 +28,7 @@ class NewUrl:
     url: str
     depth: int = 0
     callback: str | None = None
+    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +174,23 @@ class Store(Protocol):
 
     def commit_pages(self, crawl: str, outcomes: Sequence[PageOutcome]) -> list[str | None]:
         """Commit each page whole or not at all; return per page None or the error."""
+        ...
+
+    def commit_and_lease(
+        self,
+        crawl: str,
+        outcomes: Sequence[PageOutcome],
+        *,
+        owner: str,
+        limit: int,
+        lease_seconds: float,
+    ) -> tuple[list[str | None], list[Lease]]:
+        """``commit_pages``, then ``lease`` up to ``limit`` URLs in the same transaction.
+
+        The crawl engine refills the slots a group of pages frees in one round trip.
+        ``limit`` counts the slots the committed pages free; a page that fails to commit
+        keeps its slot, so each such page leases one URL fewer.
+        """
         ...
 
     def due(self, crawl: str) -> Due: ...

@@ -140,7 +140,7 @@ class SQLiteStore:
     # -- frontier ------------------------------------------------------------------------
     def enqueue(self, crawl: str, urls: Iterable[NewUrl]) -> int:
         now = time.time()
-        rows = [(crawl, u.url, u.depth, u.callback, now) for u in urls]
+        rows = [(crawl, u.url, u.depth, u.callback, u.priority, now) for u in urls]
 
         def go() -> int:
             with self._write() as db:
@@ -153,39 +153,48 @@ class SQLiteStore:
     def lease(self, crawl: str, owner: str, limit: int, lease_seconds: float) -> list[Lease]:
         if limit <= 0:
             return []
-        now = time.time()
 
         def go() -> list[Lease]:
             with self._write() as db:
-                db.execute(Q["expire_leases"], (crawl, now))
-                params = {
-                    "owner": owner,
-                    "expires": now + lease_seconds,
-                    "crawl": crawl,
-                    "now": now,
-                    "limit": limit,
-                }
-                rows = db.execute(Q["lease_urls"], params).fetchall()
-                if not rows:
-                    return []
-                values = ",".join(["(?, ?, ?, ?)"] * len(rows))
-                args: list[object] = []
-                for row in rows:
-                    args += [crawl, row[0], owner, now]
-                grants = dict(
-                    db.execute(
-                        "INSERT INTO lease_grants (crawl, frontier_id, owner, granted_at) "
-                        f"VALUES {values} RETURNING frontier_id, id",
-                        args,
-                    ).fetchall()
-                )
-                db.executemany(Q["set_grant"], [(g, fid) for fid, g in grants.items()])
-                return [
-                    Lease(fid, url, depth, attempts, callback, grants[fid])
-                    for fid, url, depth, attempts, callback in rows
-                ]
+                return self._lease_in(db, crawl, owner, limit, lease_seconds)
 
         return self._run(go)
+
+    def _lease_in(
+        self, db: sqlite3.Connection, crawl: str, owner: str, limit: int, lease_seconds: float
+    ) -> list[Lease]:
+        """Lease inside the caller's write transaction, recording one grant per URL."""
+        if limit <= 0:  # and never pass it to SQL: LIMIT -1 means no limit at all
+            return []
+        now = time.time()
+        db.execute(Q["expire_leases"], (crawl, now))
+        params = {
+            "owner": owner,
+            "expires": now + lease_seconds,
+            "crawl": crawl,
+            "now": now,
+            "limit": limit,
+        }
+        # RETURNING does not keep the subquery's order: restore it.
+        rows = sorted(db.execute(Q["lease_urls"], params).fetchall(), key=lambda r: (-r[5], r[0]))
+        if not rows:
+            return []
+        values = ",".join(["(?, ?, ?, ?)"] * len(rows))
+        args: list[object] = []
+        for row in rows:
+            args += [crawl, row[0], owner, now]
+        grants = dict(
+            db.execute(
+                "INSERT INTO lease_grants (crawl, frontier_id, owner, granted_at) "
+                f"VALUES {values} RETURNING frontier_id, id",
+                args,
+            ).fetchall()
+        )
+        db.executemany(Q["set_grant"], [(g, fid) for fid, g in grants.items()])
+        return [
+            Lease(fid, url, depth, attempts, callback, grants[fid])
+            for fid, url, depth, attempts, callback, _priority in rows
+        ]
 
     def renew(self, crawl: str, owner: str, lease_seconds: float) -> int:
         def go() -> int:
@@ -208,6 +217,8 @@ class SQLiteStore:
         self._run(go)
 
     def _apply(self, db: sqlite3.Connection, crawl: str, pages: Sequence[PageOutcome]) -> None:
+        if not pages:
+            return
         now = time.time()
         records, links, done, retry, failed, grants = [], [], [], [], [], []
         for p in pages:
@@ -219,7 +230,7 @@ class SQLiteStore:
                     (crawl, r.id, r.source, r.key, r.url, r.content_hash, r.data_json, now, now)
                     for r in p.records
                 ]
-                links += [(crawl, u.url, u.depth, u.callback, now) for u in p.links]
+                links += [(crawl, u.url, u.depth, u.callback, u.priority, now) for u in p.links]
             elif p.kind == "retry":
                 retry.append((p.http_status, p.error, p.next_attempt_at, fid))
             else:
@@ -232,18 +243,32 @@ class SQLiteStore:
         db.executemany(Q["set_grant_outcome"], grants)
 
     def commit_pages(self, crawl: str, outcomes: Sequence[PageOutcome]) -> list[str | None]:
-        if not outcomes:
-            return []
+        errors, _ = self.commit_and_lease(crawl, outcomes, owner="", limit=0, lease_seconds=0)
+        return errors
 
-        def go() -> list[str | None]:
+    def commit_and_lease(
+        self,
+        crawl: str,
+        outcomes: Sequence[PageOutcome],
+        *,
+        owner: str,
+        limit: int,
+        lease_seconds: float,
+    ) -> tuple[list[str | None], list[Lease]]:
+        if not outcomes and limit <= 0:
+            return [], []
+
+        def go() -> tuple[list[str | None], list[Lease]]:
             # Fast path: the whole group in one go. If any statement fails, redo page by
             # page under savepoints so one bad page cannot take its neighbours down.
             try:
                 with self._write() as db:
                     self._apply(db, crawl, outcomes)
-                return [None] * len(outcomes)
+                    leases = self._lease_in(db, crawl, owner, limit, lease_seconds)
+                return [None] * len(outcomes), leases
             except sqlite3.DatabaseError:
-                pass
+                if not outcomes:
+                    raise
             errors: list[str | None] = []
             with self._write() as db:
                 for page in outcomes:
@@ -256,7 +281,10 @@ class SQLiteStore:
                     else:
                         errors.append(None)
                     db.execute("RELEASE page")
-            return errors
+                # A page that failed to commit keeps its slot until its failure is stored.
+                kept = sum(1 for error in errors if error is not None)
+                leases = self._lease_in(db, crawl, owner, limit - kept, lease_seconds)
+            return errors, leases
 
         return self._run(go)
 

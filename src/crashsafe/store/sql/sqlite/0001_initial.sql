@@ -8,6 +8,7 @@ CREATE TABLE frontier (
                     CHECK (state IN ('pending', 'leased', 'done', 'failed')),
     depth           INTEGER NOT NULL DEFAULT 0,
     callback        TEXT,                      -- spider method name; NULL means parse
+    priority        INTEGER NOT NULL DEFAULT 0,-- higher is leased first
     lease_owner     TEXT,
     lease_expires   REAL,
     grant_id        INTEGER,                   -- the lease_grants row of the current lease
@@ -19,8 +20,8 @@ CREATE TABLE frontier (
     done_at         REAL,
     UNIQUE (crawl, url)
 );
--- Leasing walks this index: due pending URLs in (next_attempt_at, id) order.
-CREATE INDEX frontier_due ON frontier (crawl, state, next_attempt_at);
+-- Leasing walks this index: pending URLs by priority, then in the order they were found.
+CREATE INDEX frontier_lease ON frontier (crawl, state, priority DESC, id);
 
 -- One row per lease granted, kept for good: repeated requests are computed from it.
 -- outcome: NULL while in flight (or lost to a crash), then done | retry | failed |

@@ -1,8 +1,8 @@
 -- Named queries for the SQLite store. Only store/sqlite.py runs SQL.
 
 -- name: enqueue_url
-INSERT OR IGNORE INTO frontier (crawl, url, depth, callback, added_at)
-VALUES (?, ?, ?, ?, ?);
+INSERT OR IGNORE INTO frontier (crawl, url, depth, callback, priority, added_at)
+VALUES (?, ?, ?, ?, ?, ?);
 
 -- name: expire_leases
 UPDATE frontier
@@ -15,10 +15,10 @@ SET state = 'leased', lease_owner = :owner, lease_expires = :expires
 WHERE id IN (
     SELECT id FROM frontier
     WHERE crawl = :crawl AND state = 'pending' AND next_attempt_at <= :now
-    ORDER BY next_attempt_at, id
+    ORDER BY priority DESC, id
     LIMIT :limit
 )
-RETURNING id, url, depth, attempts, callback;
+RETURNING id, url, depth, attempts, callback, priority;
 
 -- name: set_grant
 UPDATE frontier SET grant_id = ? WHERE id = ?;
