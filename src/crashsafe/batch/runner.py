@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import random
-import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +21,7 @@ from crashsafe.batch.checkpoint import Checkpoint, encode_line
 from crashsafe.batch.items import Inputs, Item
 from crashsafe.batch.task import BatchOutput, TaskCaller, Usage, add_usage
 from crashsafe.errors import ConfigError
+from crashsafe.interrupts import GracefulInterrupts
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +119,6 @@ class BatchRunner:
         self.rng = rng or random.Random()
         self.summary = BatchSummary(duplicates_folded=inputs.duplicates)
         self._stopping = False
-        self._signals = 0
         self._pending_lines: list[tuple[str, asyncio.Future[None]]] = []
         self._write_ready = asyncio.Event()
 
@@ -128,11 +127,6 @@ class BatchRunner:
         self._stopping = True
 
     def _on_signal(self) -> None:
-        self._signals += 1
-        if self._signals > 1:
-            sys.stderr.write("\nAborted: second interrupt. Run the same command to resume.\n")
-            sys.stderr.flush()
-            os._exit(130)
         self.echo("Stopping: finishing the batches in flight (Ctrl-C again to abort)...")
         self.summary.interrupted = True
         self.request_stop()
@@ -235,41 +229,36 @@ class BatchRunner:
 
     async def run(self) -> BatchSummary:
         started = time.monotonic()
-        loop = asyncio.get_running_loop()
-        if self.handle_signals:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, self._on_signal)
         try:
-            with Checkpoint(self.path) as checkpoint:
-                found = checkpoint.found
-                self.summary.corrupt_lines = found.corrupt
-                if found.corrupt:
-                    self.echo(
-                        f"warning: {found.corrupt} corrupt line(s) in {self.path} skipped; "
-                        "their items will be done again"
-                    )
-                batches = self._plan(found.done_ids())
-                folded = (
-                    f" ({self.inputs.duplicates} duplicate(s) folded)"
-                    if self.inputs.duplicates
-                    else ""
-                )
-                self.echo(
-                    f"{self.summary.already_done} already done, {self.summary.to_do} to do in "
-                    f"{len(batches)} batches{folded}"
-                )
-                writer = asyncio.create_task(self._writer(checkpoint))
-                try:
-                    await self._schedule(batches)
-                finally:
-                    writer.cancel()
+            async with GracefulInterrupts(self._on_signal, enabled=self.handle_signals):
+                await self._run()
         finally:
-            if self.handle_signals:
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    loop.remove_signal_handler(sig)
             await self.task.aclose()
         self.summary.elapsed = time.monotonic() - started
         return self.summary
+
+    async def _run(self) -> None:
+        with Checkpoint(self.path) as checkpoint:
+            found = checkpoint.found
+            self.summary.corrupt_lines = found.corrupt
+            if found.corrupt:
+                self.echo(
+                    f"warning: {found.corrupt} corrupt line(s) in {self.path} skipped; "
+                    "their items will be done again"
+                )
+            batches = self._plan(found.done_ids())
+            folded = (
+                f" ({self.inputs.duplicates} duplicate(s) folded)" if self.inputs.duplicates else ""
+            )
+            self.echo(
+                f"{self.summary.already_done} already done, {self.summary.to_do} to do in "
+                f"{len(batches)} batches{folded}"
+            )
+            writer = asyncio.create_task(self._writer(checkpoint))
+            try:
+                await self._schedule(batches)
+            finally:
+                writer.cancel()
 
     async def _schedule(self, batches: list[list[Item]]) -> None:
         s = self.settings

@@ -19,7 +19,7 @@ from rich.table import Table
 from crashsafe.batch.items import KeyBy, parse_shard, read_items
 from crashsafe.batch.runner import BatchRunner, BatchSettings, BatchSummary, dead_letter_path
 from crashsafe.batch.task import Task, TaskCaller, load_task
-from crashsafe.cli.options import fmt_seconds
+from crashsafe.cli.options import fmt_seconds, serve_until_interrupted
 from crashsafe.errors import ConfigError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -248,26 +248,16 @@ def print_report(report: Any) -> None:
 def llm_server_cmd(port: int, **options: Any) -> None:
     """Serve a local OpenAI-compatible endpoint with deterministic labels until Ctrl-C."""
     from crashsafe.batch.testserver import LLMServer, LLMServerOptions
-    from crashsafe.demo.server import serve
 
-    server = LLMServer(LLMServerOptions(**options))
-
-    async def main() -> None:
-        try:
-            runner, bound = await serve(server.app(), port=port)
-        except OSError as exc:
-            raise ConfigError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from exc
-        click.echo(f"LLM test server: --base-url http://127.0.0.1:{bound}/v1 (stats at /stats)",
-                   err=True)  # fmt: skip
-        try:
-            await asyncio.Event().wait()
-        finally:
-            await runner.cleanup()
-
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        click.echo("LLM test server stopped.", err=True)
+    serve_until_interrupted(
+        LLMServer(LLMServerOptions(**options)).app(),
+        port,
+        announce=lambda bound: (
+            f"LLM test server: --base-url http://127.0.0.1:{bound}/v1 "
+            "(stats at /stats). Ctrl-C stops it."
+        ),
+        name="LLM test server",
+    )
 
 
 @batch.command("demo")

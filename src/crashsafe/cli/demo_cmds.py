@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from crashsafe.cli.crawl_cmds import report_result, summary
-from crashsafe.cli.options import fmt_seconds
+from crashsafe.cli.options import fmt_seconds, serve_until_interrupted
 from crashsafe.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -77,30 +77,19 @@ def demo_site(port: int, **shop: Any) -> None:
     Listing pages /list/N link their products and the next listing; /stats counts the
     requests the server saw; /catalogue is the ground truth.
     """
-    from crashsafe.demo.server import serve
     from crashsafe.demo.shop import Shop, ShopOptions
 
     options = ShopOptions(**shop)
-
-    async def main() -> None:
-        try:
-            runner, bound = await serve(Shop(options).app(), port=port)
-        except OSError as exc:
-            raise ConfigError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from exc
-        click.echo(
-            f"demo shop: http://127.0.0.1:{bound}/list/0  ({options.products} products, "
-            f"{options.pages} pages; stats at /stats). Ctrl-C stops it.",
-            err=True,
-        )
-        try:
-            await asyncio.Event().wait()
-        finally:
-            await runner.cleanup()
-
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        click.echo("demo shop stopped.", err=True)
+    serve_until_interrupted(
+        Shop(options).app(),
+        port,
+        announce=lambda bound: (
+            f"demo shop: http://127.0.0.1:{bound}/list/0  "
+            f"({options.products} products, {options.pages} pages; stats at /stats). "
+            "Ctrl-C stops it."
+        ),
+        name="demo shop",
+    )
 
 
 @click.command()

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from crashsafe.errors import ConfigError
 from crashsafe.store import Store
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_DB = "sqlite:///crashsafe.db"
@@ -33,3 +37,28 @@ def open_db(url: str) -> Store:
 
 def fmt_seconds(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def serve_until_interrupted(
+    app: web.Application, port: int, *, announce: Callable[[int], str], name: str
+) -> None:
+    """Serve ``app`` on 127.0.0.1:``port`` until Ctrl-C; ``announce(bound_port)`` is printed."""
+    import asyncio
+
+    from crashsafe.demo.server import serve
+
+    async def main() -> None:
+        try:
+            runner, bound = await serve(app, port=port)
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from exc
+        click.echo(announce(bound), err=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        click.echo(f"{name} stopped.", err=True)

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import os
-import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +27,7 @@ from crashsafe.crawl.progress import Progress
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Spider
 from crashsafe.errors import ConfigError
+from crashsafe.interrupts import GracefulInterrupts
 from crashsafe.store import CrawlStats, Lease, NewUrl, PageOutcome, Store
 
 T = TypeVar("T")
@@ -88,7 +87,6 @@ class Crawler:
         self._commit_queue: list[tuple[PageOutcome, asyncio.Future[str | None]]] = []
         self._commit_ready = asyncio.Event()
         self._stopping = False
-        self._signals = 0
         self._reserved = 0  # slots promised to a lease request still on its way
         self._processor: PageProcessor | None = None
         self.owner = ""
@@ -103,11 +101,6 @@ class Crawler:
         self._slot_freed.set()
 
     def _on_signal(self) -> None:
-        self._signals += 1
-        if self._signals > 1:
-            sys.stderr.write("\nAborted: second interrupt. Run the same command to resume.\n")
-            sys.stderr.flush()
-            os._exit(130)
         sys.stderr.write(
             f"\nStopping: finishing {len(self._inflight)} page(s) in flight "
             "(Ctrl-C again to abort at once)...\n"
@@ -190,36 +183,33 @@ class Crawler:
     # -- the loop --------------------------------------------------------------------------
     async def run(self) -> CrawlResult:
         started = time.monotonic()
-        loop = asyncio.get_running_loop()
-        if self.handle_signals:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, self._on_signal)
         try:
-            self.owner = await self._call(self.store.register_worker)
-            await self._call(self.store.reclaim_dead_workers, self.crawl)
-            links = LinkFilter(self.settings, self.start_urls)
-            starts = [links.canonical(u) for u in self.start_urls]
-            await self._call(self.store.enqueue, self.crawl, [NewUrl(u, 0) for u in starts if u])
-            async with new_session(self.settings) as session:
-                processor = PageProcessor(
-                    spider=self.spider,
-                    settings=self.settings,
-                    session=session,
-                    robots=self._robots(session) if self.settings.obey_robots else None,
-                    hosts=HostSlots(self.settings.host_limit, self.settings.per_host_delay),
-                    links=links,
-                )
-                self._processor = processor
-                interrupted = await self._loop(processor)
-            stats = await self._call(self.store.stats, self.crawl)
-            return CrawlResult(interrupted, time.monotonic() - started, stats)
+            async with GracefulInterrupts(self._on_signal, enabled=self.handle_signals):
+                return await self._run(started)
         finally:
-            if self.handle_signals:
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    loop.remove_signal_handler(sig)
             with contextlib.suppress(Exception):
                 await self._call(self.store.unregister_worker)
             self._db.shutdown(wait=True)
+
+    async def _run(self, started: float) -> CrawlResult:
+        self.owner = await self._call(self.store.register_worker)
+        await self._call(self.store.reclaim_dead_workers, self.crawl)
+        links = LinkFilter(self.settings, self.start_urls)
+        starts = [links.canonical(u) for u in self.start_urls]
+        await self._call(self.store.enqueue, self.crawl, [NewUrl(u, 0) for u in starts if u])
+        async with new_session(self.settings) as session:
+            processor = PageProcessor(
+                spider=self.spider,
+                settings=self.settings,
+                session=session,
+                robots=self._robots(session) if self.settings.obey_robots else None,
+                hosts=HostSlots(self.settings.host_limit, self.settings.per_host_delay),
+                links=links,
+            )
+            self._processor = processor
+            interrupted = await self._loop(processor)
+        stats = await self._call(self.store.stats, self.crawl)
+        return CrawlResult(interrupted, time.monotonic() - started, stats)
 
     def _robots(self, session: Any) -> Robots:
         async def load(origin: str) -> str | None:
