@@ -236,3 +236,49 @@ def test_bad_yields_fail_the_page_with_a_clear_message(site: tuple[Site, str], d
         store.close()
     assert "empty key" in errors["/ok/1"]
     assert "parse yielded int" in errors["/ok/2"]
+
+
+class ManyLinks(Spider):
+    name = "many"
+
+    def parse(self, page: Page) -> Iterator[Any]:
+        if page.url.endswith("/start"):
+            yield from (page.follow(f"/ok/{i}") for i in range(50))
+        else:
+            yield Record(key=page.url.rsplit("/", 1)[1], data={})
+
+
+def test_a_stop_during_a_lease_gives_the_new_leases_back(
+    site: tuple[Site, str], db_url: str
+) -> None:
+    """A stop that arrives while the store is granting leases must not start those pages
+    after the drain has begun: they go back to pending, unfetched."""
+    server, base = site
+    store = open_store(db_url)
+    crawler = Crawler(
+        ManyLinks(), store, settings=ManyLinks.crawl_settings(concurrency=4),
+        start_urls=[f"{base}/start"], handle_signals=False,
+    )  # fmt: skip
+    calls = 0
+    original = store.commit_and_lease
+
+    def stop_midway(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        result = original(*args, **kwargs)
+        if calls == 3:
+            crawler.request_stop()  # as if Ctrl-C came while this transaction ran
+        return result
+
+    store.commit_and_lease = stop_midway  # type: ignore[method-assign]
+    try:
+        result = asyncio.run(crawler.run())
+        stats = store.stats("many")
+    finally:
+        store.close()
+    assert result.interrupted
+    assert stats.leased == 0  # nothing left leased: finished or given back
+    fetched = sum(n for path, n in server.hits.items() if path.startswith("/ok/"))
+    assert fetched == stats.done - 1  # every page fetched was committed (start page aside)
+    assert stats.outcomes.get("released", 0) >= 1
+    assert stats.repeated == 0

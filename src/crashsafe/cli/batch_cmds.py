@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -16,6 +15,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from crashsafe import aio
 from crashsafe.batch.items import KeyBy, parse_shard, read_items
 from crashsafe.batch.runner import BatchRunner, BatchSettings, BatchSummary, dead_letter_path
 from crashsafe.batch.task import Task, TaskCaller, load_task
@@ -87,7 +87,7 @@ def run_job(task: Task, *, is_async_hint: bool = False, **opts: Any) -> None:
         echo=lambda line: click.echo(line, err=True),
         handle_signals=opts.get("handle_signals", True),
     )
-    summary = asyncio.run(runner.run())
+    summary = aio.run(runner.run())
     finish(summary, checkpoint, settings, exit_on_end=opts.get("exit_on_end", True))
 
 

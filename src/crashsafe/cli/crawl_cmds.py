@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import csv
 import json
@@ -15,6 +14,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from crashsafe import aio
 from crashsafe.cli.options import db_option, fmt_seconds, open_db
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.errors import ConfigError
@@ -105,7 +105,7 @@ def crawl(
             start_urls=list(start_urls) or None,
             progress=not no_progress and sys.stderr.isatty(),
         )
-        result = asyncio.run(crawler.run())
+        result = aio.run(crawler.run())
     finally:
         store.close()
     report_result(result, db_url)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import shutil
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from crashsafe import aio
 from crashsafe.cli.crawl_cmds import report_result, summary
 from crashsafe.cli.options import fmt_seconds, serve_until_interrupted
 from crashsafe.errors import ConfigError
@@ -148,7 +148,7 @@ def demo(
                 start_urls=[f"{site.url}/list/0"],
                 progress=not no_progress and sys.stderr.isatty(),
             )
-            result = asyncio.run(crawler.run())
+            result = aio.run(crawler.run())
             records = {r.key: r.data for r in store.iter_records(spider.name)}
         finally:
             store.close()

@@ -148,11 +148,17 @@ class Crawler:
                 for (_, fut), err in zip(batch, errors, strict=True):
                     if not fut.done():
                         fut.set_result(err)
-                self._start(leases)
+                await self._start(leases)
             finally:
                 self._reserved -= extra
 
-    def _start(self, leases: Sequence[Lease]) -> None:
+    async def _start(self, leases: Sequence[Lease]) -> None:
+        """Start a page task per lease; if a stop came while they were being leased, give
+        them back instead (unfetched), so nothing starts after the drain has begun."""
+        if self._stopping:
+            if leases:
+                await self._call(self.store.release, self.crawl, [(x, False) for x in leases])
+            return
         assert self._processor is not None
         for lease in leases:
             task = asyncio.create_task(self._run_page(self._processor, lease))
@@ -248,7 +254,7 @@ class Crawler:
                         )
                     finally:
                         self._reserved -= free
-                    self._start(leases)
+                    await self._start(leases)
                     if not leases and not self._inflight and not self._reserved:
                         due = await self._call(self.store.due, self.crawl)
                         if not due.open:

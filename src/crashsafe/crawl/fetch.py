@@ -60,6 +60,8 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
         raise PermanentFetchError(
             f"response too large: {resp.content_length} bytes > max_response_bytes={cap}"
         )
+    if resp.content_length is not None and "Content-Encoding" not in resp.headers:
+        return await resp.read()  # known, allowed, and not inflated by decompression
     chunks: list[bytes] = []
     size = 0
     async for chunk in resp.content.iter_any():

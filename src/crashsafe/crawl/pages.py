@@ -87,9 +87,9 @@ class PageProcessor:
         delay = None
         if self.robots is not None:
             try:
-                if not await self.robots.allowed(url):
+                allowed, delay = await self.robots.check(url)
+                if not allowed:
                     return PageOutcome(lease, "skipped", error="disallowed by robots.txt")
-                delay = await self.robots.crawl_delay(url)
             except TransientFetchError as exc:
                 return self._retry(lease, f"robots.txt: {exc}")
         async with self.hosts.slot(urlsplit(url).netloc, delay):

@@ -105,11 +105,9 @@ class Robots:
         finally:
             del self._pending[origin]
 
-    async def allowed(self, url: str) -> bool:
-        rules = await self._rules(origin_of(url))
-        return bool(rules.can_fetch(url, self.user_agent))
-
-    async def crawl_delay(self, url: str) -> float | None:
-        rules = await self._rules(origin_of(url))
+    async def check(self, url: str) -> tuple[bool, float | None]:
+        """Whether ``url`` may be fetched, and the origin's Crawl-delay (None: none)."""
+        origin = origin_of(url)
+        rules = self._parsed.get(origin) or await self._rules(origin)
         delay = rules.crawl_delay(self.user_agent)
-        return float(delay) if delay is not None else None
+        return bool(rules.can_fetch(url, self.user_agent)), None if delay is None else float(delay)

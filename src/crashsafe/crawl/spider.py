@@ -78,7 +78,13 @@ class Page:
     @cached_property
     def text(self) -> str:
         """The body decoded (HTTP charset, then BOM/meta, then UTF-8)."""
-        _, text = html_to_unicode(self.headers.get("Content-Type"), self.body)
+        content_type = self.headers.get("Content-Type") or ""
+        if content_type.lower().replace(" ", "").endswith("charset=utf-8"):
+            try:  # the common case, without w3lib's detection
+                return self.body.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        _, text = html_to_unicode(content_type or None, self.body)
         return str(text)
 
     @cached_property
