@@ -29,7 +29,10 @@ _WHITESPACE = re.compile(r"\s+")
 # Already canonical: lower-case scheme and host, no default port, a path of unreserved
 # characters only, no query, no fragment. Most links on most sites look like this, and
 # w3lib's full treatment costs ~100 µs a URL; such URLs come back unchanged from it.
-_SIMPLE = re.compile(r"https?://[a-z0-9.-]+(?::(\d{1,5}))?(?:/[A-Za-z0-9._~/-]*)")
+# Dot segments ("/./", "/../") are resolved by w3lib, so a path holding one is not simple.
+_SIMPLE = re.compile(
+    r"https?://[a-z0-9.-]+(?::([1-9]\d{0,4}))?(?!.*/\.\.?(?:/|$))(?:/[A-Za-z0-9._~/-]*)"
+)
 
 
 def record_id(source: str, key: str) -> str:
