@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +89,3 @@ class TaskCaller:
         closer = getattr(self.task, "aclose", None)
         if closer is not None:
             await closer()
-
-
-AsyncTask = Callable[[list[Item]], Awaitable[Any]]

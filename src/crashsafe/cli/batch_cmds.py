@@ -49,9 +49,8 @@ def run_options(f: F) -> F:
     return f
 
 
-def run_job(task: Task, *, is_async_hint: bool = False, **opts: Any) -> None:
+def run_job(task: Task, **opts: Any) -> None:
     """Read the input, run the job, print the summary and exit with its status."""
-    del is_async_hint
     shard = parse_shard(opts["shard"])
     key_by: KeyBy = opts["key_by"]
     inputs = read_items(

@@ -18,11 +18,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_DB = "sqlite:///crashsafe.db"
 
 
-def db_option(default: str | None = None) -> Callable[[F], F]:
+def db_option() -> Callable[[F], F]:
     return click.option(
         "--db",
         "db_url",
-        default=default or os.environ.get("CRASHSAFE_DB", DEFAULT_DB),
+        default=os.environ.get("CRASHSAFE_DB", DEFAULT_DB),
         show_default=True,
         metavar="URL",
         help="Database: sqlite:///path.db (env CRASHSAFE_DB).",

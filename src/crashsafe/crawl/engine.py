@@ -161,11 +161,11 @@ class Crawler:
             return
         assert self._processor is not None
         for lease in leases:
-            task = asyncio.create_task(self._run_page(self._processor, lease))
+            task = asyncio.create_task(self._run_page(lease))
             self._inflight[task] = _InFlight(lease)
 
     # -- one page --------------------------------------------------------------------------
-    async def _run_page(self, processor: PageProcessor, lease: Lease) -> None:
+    async def _run_page(self, lease: Lease) -> None:
         task = asyncio.current_task()
         assert task is not None
         slot = self._inflight[task]
@@ -174,7 +174,8 @@ class Crawler:
             slot.requested = True
 
         try:
-            outcome = await processor.process(lease, requested)
+            assert self._processor is not None
+            outcome = await self._processor.process(lease, requested)
             error = await self._commit(outcome)
             if error is not None:
                 # The page's own rows broke the transaction: store it as failed instead.
@@ -213,7 +214,7 @@ class Crawler:
                 links=links,
             )
             self._processor = processor
-            interrupted = await self._loop(processor)
+            interrupted = await self._loop()
         stats = await self._call(self.store.stats, self.crawl)
         return CrawlResult(interrupted, time.monotonic() - started, stats)
 
@@ -232,7 +233,7 @@ class Crawler:
 
         return Robots(load=load, save=save, download=download, user_agent=self.settings.user_agent)
 
-    async def _loop(self, processor: PageProcessor) -> bool:
+    async def _loop(self) -> bool:
         s = self.settings
         committer = asyncio.create_task(self._committer())
         renewer = asyncio.create_task(self._renew_leases())
