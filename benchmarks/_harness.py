@@ -42,3 +42,20 @@ def median(values: Sequence[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def print_table(results: dict[str, list[Measurement]], pages: int) -> None:
+    """Medians per contender: pages/s, CPU s per 1 000 pages, peak RSS, ratio to the first."""
+    ref = next(iter(results))
+    ref_rate = pages / median([m.wall for m in results[ref]])
+    head = (
+        f"{'contender':<22} {'pages/s':>9} {'CPU s/1k pages':>15} {'peak RSS MB':>12} "
+        f"{'vs ' + ref:>20}"
+    )
+    print(head)
+    print("-" * len(head))
+    for name, ms in results.items():
+        rate = pages / median([m.wall for m in ms])
+        cpu = median([m.cpu for m in ms]) / pages * 1000
+        rss = median([m.peak_rss_mb for m in ms])
+        print(f"{name:<22} {rate:>9,.0f} {cpu:>15.2f} {rss:>12.0f} {rate / ref_rate:>19.2f}x")

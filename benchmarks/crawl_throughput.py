@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import Measurement, measure, median
+from _harness import Measurement, measure, print_table
 
 from crashsafe.demo.process import ShopProcess
 from crashsafe.demo.shop import ShopOptions
@@ -66,19 +66,7 @@ def main() -> None:
         f"\n{pages:,} pages ({listings * 20:,} products), latency {args.latency_ms:g} ms, "
         f"medians of {args.repeat} runs\n"
     )
-    ref = next(iter(results))
-    ref_rate = pages / median([m.wall for m in results[ref]])
-    head = (
-        f"{'contender':<20} {'pages/s':>9} {'CPU s/1k pages':>15} {'peak RSS MB':>12} "
-        f"{'vs ' + ref:>18}"
-    )
-    print(head)
-    print("-" * len(head))
-    for name, ms in results.items():
-        rate = pages / median([m.wall for m in ms])
-        cpu = median([m.cpu for m in ms]) / pages * 1000
-        rss = median([m.peak_rss_mb for m in ms])
-        print(f"{name:<20} {rate:>9,.0f} {cpu:>15.2f} {rss:>12.0f} {rate / ref_rate:>17.2f}x")
+    print_table(results, pages)
 
 
 if __name__ == "__main__":

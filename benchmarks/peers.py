@@ -23,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _harness import Measurement, measure, median  # noqa: E402
+from _harness import Measurement, measure, print_table  # noqa: E402
 
 from crashsafe.demo.process import ShopProcess  # noqa: E402
 from crashsafe.demo.shop import ShopOptions  # noqa: E402
@@ -85,18 +85,9 @@ def main() -> None:
                               flush=True)  # fmt: skip
         print(f"\n{pages:,} pages, latency {latency:g} ms, concurrency {args.concurrency}, "
               f"medians of {args.repeat} runs")  # fmt: skip
-        ref = next(iter(results))
-        ref_rate = pages / median([m.wall for m in results[ref]])
-        head = (f"{'contender':<22} {'pages/s':>9} {'CPU s/1k':>9} {'RSS MB':>7} "
-                f"{'requests':>9} {'vs crashsafe':>13}")  # fmt: skip
-        print(head)
-        print("-" * len(head))
-        for name, ms in results.items():
-            rate = pages / median([m.wall for m in ms])
-            cpu = median([m.cpu for m in ms]) / pages * 1000
-            rss = median([m.peak_rss_mb for m in ms])
-            print(f"{name:<22} {rate:>9,.0f} {cpu:>9.2f} {rss:>7.0f} {served[name]:>9,} "
-                  f"{rate / ref_rate:>12.2f}x")  # fmt: skip
+        print_table(results, pages)
+        print("requests the shop counted (last run): "
+              + ", ".join(f"{name} {n:,}" for name, n in served.items()))  # fmt: skip
         print()
 
 
