@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from crashsafe import open_store
 from crashsafe.demo.shop import ShopThread
 from tests.helpers import get_json, run_cli, start_cli, wait_for
 
@@ -86,7 +87,7 @@ def test_errors_are_messages_not_tracebacks(tmp_path: Path, db_url: str) -> None
         (["crawl", "crashsafe.demo.spider", "--db", db_url, "--set", "speed=9"], "unknown"),
         (["status", "--db", f"sqlite:///{tmp_path}/missing/dir/x.db"], "does not exist"),
         (["export", "--db", db_url, "--since", "yesterday"], "use an ISO time"),
-        (["status", "--db", db_url, "--crawl", "nope"], "no crawl named 'nope'"),
+        (["status", "--db", f"sqlite:///{tmp_path}/typo.db"], "typo.db does not exist"),
     ]
     not_ours = tmp_path / "other.db"
     import sqlite3
@@ -94,6 +95,8 @@ def test_errors_are_messages_not_tracebacks(tmp_path: Path, db_url: str) -> None
     with sqlite3.connect(not_ours) as db:
         db.execute("CREATE TABLE t (x)")
     cases.append((["status", "--db", f"sqlite:///{not_ours}"], "not a crashsafe one"))
+    open_store(db_url).close()  # an empty crashsafe database
+    cases.append((["status", "--db", db_url, "--crawl", "nope"], "no crawl named 'nope'"))
     for args, message in cases:
         result = run_cli(*args)
         assert result.returncode == 1, (args, result.stderr)

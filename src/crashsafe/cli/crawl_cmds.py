@@ -96,7 +96,7 @@ def crawl(
         if value is not None:
             overrides[name] = value
     settings = spider_cls.crawl_settings(**overrides)
-    store = open_db(db_url)
+    store = open_db(db_url, create=True)
     try:
         crawler = Crawler(
             spider_cls(),

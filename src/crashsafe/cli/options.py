@@ -29,10 +29,11 @@ def db_option() -> Callable[[F], F]:
     )
 
 
-def open_db(url: str) -> Store:
+def open_db(url: str, *, create: bool = False) -> Store:
+    """Open the store; commands other than ``crawl`` refuse a database that is not there."""
     from crashsafe.store import open_store
 
-    return open_store(url)
+    return open_store(url, create=create)
 
 
 def fmt_seconds(seconds: float) -> str:

@@ -35,17 +35,18 @@ __all__ = [
 ]
 
 
-def open_store(url: str) -> Store:
+def open_store(url: str, *, create: bool = True) -> Store:
     """Open the store at ``url``.
 
     ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` or a plain file path
     ending in ``.db``/``.sqlite``. SQLite accepts ``?synchronous=normal`` to trade
-    durability on power loss (not on a process kill) for speed.
+    durability on power loss (not on a process kill) for speed. With ``create=False`` a
+    missing database is an error instead of a new empty one (for commands that only read).
     """
     from crashsafe.store.sqlite import SQLiteStore
 
     if "://" not in url and url.endswith((".db", ".sqlite", ".sqlite3")):
-        return SQLiteStore(Path(url), url=f"sqlite:///{url}")
+        return SQLiteStore(Path(url), url=f"sqlite:///{url}", create=create)
     parts = urlsplit(url)
     if parts.scheme == "sqlite":
         if not parts.path or parts.path == "/":
@@ -56,7 +57,10 @@ def open_store(url: str) -> Store:
         if unknown:
             raise ConfigError(f"{url!r}: unknown option(s) {sorted(unknown)}; known: synchronous")
         return SQLiteStore(
-            Path(path), synchronous=options.get("synchronous", "full").lower(), url=url
+            Path(path),
+            synchronous=options.get("synchronous", "full").lower(),
+            url=url,
+            create=create,
         )
     if parts.scheme in {"postgresql", "postgres"}:
         raise ConfigError(

@@ -46,9 +46,13 @@ def _statements(script: str) -> Iterator[str]:
 class SQLiteStore:
     """The embedded default store. Open it with ``open_store("sqlite:///path.db")``."""
 
-    def __init__(self, path: str | Path, *, synchronous: str = "full", url: str = "") -> None:
+    def __init__(
+        self, path: str | Path, *, synchronous: str = "full", url: str = "", create: bool = True
+    ) -> None:
         self.path = Path(path)
         self.url = url or f"sqlite:///{self.path}"
+        if not create and not self.path.exists():
+            raise StoreError(f"database {self.path} does not exist: check --db")
         if synchronous not in SYNCHRONOUS:
             raise StoreError(f"synchronous={synchronous!r}: use one of {sorted(SYNCHRONOUS)}")
         if not self.path.parent.exists():
