@@ -185,7 +185,10 @@ class Crawler:
             sys.stderr.write(f"crashsafe: could not commit {lease.url}: {exc}\n")
         finally:
             self._inflight.pop(task, None)
-            self._slot_freed.set()
+            # The committer refills slots as pages commit; the main loop only needs waking
+            # when the last page is out (the crawl may be over) or on a stop.
+            if not self._inflight or self._stopping:
+                self._slot_freed.set()
 
     # -- the loop --------------------------------------------------------------------------
     async def run(self) -> CrawlResult:

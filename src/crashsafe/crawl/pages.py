@@ -18,7 +18,13 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from crashsafe.crawl.extract import LinkFilter, ParseError, run_callback, to_rows
-from crashsafe.crawl.fetch import REDIRECTS, PermanentFetchError, TransientFetchError, fetch
+from crashsafe.crawl.fetch import (
+    REDIRECTS,
+    PermanentFetchError,
+    Response,
+    TransientFetchError,
+    fetch,
+)
 from crashsafe.crawl.politeness import HostSlots, Robots
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Page, Spider
@@ -81,6 +87,10 @@ class PageProcessor:
         delay = self.backoff(attempt, retry_after)
         return PageOutcome(lease, "retry", status, error, next_attempt_at=time.time() + delay)
 
+    async def _fetch(self, url: str, on_request: Callable[[], None]) -> Response:
+        on_request()
+        return await fetch(self.session, url, self.settings, may_follow=self.links.host_allowed)
+
     async def process(self, lease: Lease, on_request: Callable[[], None]) -> PageOutcome:
         """Fetch and parse ``lease``; ``on_request`` is called just before the request."""
         url = lease.url
@@ -92,16 +102,16 @@ class PageProcessor:
                     return PageOutcome(lease, "skipped", error="disallowed by robots.txt")
             except TransientFetchError as exc:
                 return self._retry(lease, f"robots.txt: {exc}")
-        async with self.hosts.slot(urlsplit(url).netloc, delay):
-            on_request()
-            try:
-                resp = await fetch(
-                    self.session, url, self.settings, may_follow=self.links.host_allowed
-                )
-            except TransientFetchError as exc:
-                return self._retry(lease, str(exc))
-            except PermanentFetchError as exc:
-                return PageOutcome(lease, "failed", error=str(exc))
+        try:
+            if self.hosts.needed(self.settings.concurrency, delay):
+                async with self.hosts.slot(urlsplit(url).netloc, delay):
+                    resp = await self._fetch(url, on_request)
+            else:
+                resp = await self._fetch(url, on_request)
+        except TransientFetchError as exc:
+            return self._retry(lease, str(exc))
+        except PermanentFetchError as exc:
+            return PageOutcome(lease, "failed", error=str(exc))
         status = resp.status
         handled = status in self.settings.handle_statuses
         if status in REDIRECTS and not handled:

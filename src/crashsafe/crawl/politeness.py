@@ -34,6 +34,10 @@ class HostSlots:
         self._next_start: dict[str, float] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
+    def needed(self, concurrency: int, delay: float | None) -> bool:
+        """False when no host could ever wait: no delay, limit at least the concurrency."""
+        return self.limit < concurrency or self.delay > 0 or bool(delay)
+
     @asynccontextmanager
     async def slot(self, host: str, delay: float | None = None) -> AsyncIterator[None]:
         sem = self._sems.get(host)
