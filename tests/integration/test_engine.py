@@ -282,3 +282,33 @@ def test_a_stop_during_a_lease_gives_the_new_leases_back(
     assert fetched == stats.done - 1  # every page fetched was committed (start page aside)
     assert stats.outcomes.get("released", 0) >= 1
     assert stats.repeated == 0
+
+
+def test_a_page_whose_commit_raises_goes_back_to_the_queue(
+    site: tuple[Site, str], db_url: str
+) -> None:
+    _, base = site
+    store = open_store(db_url)
+    original = store.commit_and_lease
+    calls = 0
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise RuntimeError("disk hiccup")
+        return original(*args, **kwargs)
+
+    store.commit_and_lease = flaky  # type: ignore[method-assign]
+    try:
+        crawler = Crawler(
+            ManyLinks(), store, settings=ManyLinks.crawl_settings(concurrency=4, lease_seconds=60),
+            start_urls=[f"{base}/start"], handle_signals=False,
+        )  # fmt: skip
+        started = time.monotonic()
+        result = asyncio.run(crawler.run())
+    finally:
+        store.close()
+    # The pages of the failed commit were released, not left to a 60 s lease.
+    assert time.monotonic() - started < 30
+    assert result.stats.records == 50 and result.stats.leased == 0

@@ -181,8 +181,14 @@ class Crawler:
                 # The page's own rows broke the transaction: store it as failed instead.
                 await self._commit(PageOutcome(lease, "failed", outcome.http_status, error))
         except Exception as exc:
-            # The database refused the commit; the lease lapses and the page comes back.
-            sys.stderr.write(f"crashsafe: could not commit {lease.url}: {exc}\n")
+            # Not finished (the database refused the commit, or a bug of ours): give the URL
+            # back so it is fetched again; if even that fails, its lease lapses.
+            sys.stderr.write(
+                f"crashsafe: {lease.url} not finished ({type(exc).__name__}: {exc}); "
+                "it goes back to the queue\n"
+            )
+            with contextlib.suppress(Exception):
+                await self._call(self.store.release, self.crawl, [(lease, slot.requested)])
         finally:
             self._inflight.pop(task, None)
             # The committer refills slots as pages commit; the main loop only needs waking
