@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from crashsafe.batch.items import paused_gc
 from crashsafe.errors import ConfigError, WorkerBusyError
 
 
@@ -65,6 +66,11 @@ def _valid(line: Any) -> bool:
 
 def scan(path: Path) -> CheckpointScan:
     """Read every valid line of the checkpoint at ``path`` (missing file: empty)."""
+    with paused_gc():
+        return _scan(path)
+
+
+def _scan(path: Path) -> CheckpointScan:
     result = CheckpointScan()
     try:
         data = path.read_bytes()

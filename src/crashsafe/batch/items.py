@@ -10,8 +10,10 @@ occurrence.
 from __future__ import annotations
 
 import csv
+import gc
 import hashlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -88,6 +90,22 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     return k, n
 
 
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while loading millions of acyclic objects.
+
+    Each collection walks every object already loaded, so with the collector on, loading
+    gets slower as it goes (a third of the time for 1M items here).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def read_items(
     path: Path,
     *,
@@ -99,6 +117,17 @@ def read_items(
     """Read ``path`` (``.jsonl``, ``.csv``, or text: one item per line)."""
     if not path.is_file():
         raise ConfigError(f"input {path} does not exist")
+    with paused_gc():
+        return _read_items(path, id_field, text_field, key_by, shard)
+
+
+def _read_items(
+    path: Path,
+    id_field: str | None,
+    text_field: str,
+    key_by: KeyBy,
+    shard: tuple[int, int] | None,
+) -> Inputs:
     seen: set[str] = set()
     result = Inputs(items=[])
     for line, record in _records(path):
