@@ -34,7 +34,7 @@ def parse_window(text: str) -> tuple[float, float]:
     "--kill-window",
     default="0.2:1.0",
     show_default=True,
-    help="Kill k lands startup + u·T/kills seconds after a start, u uniform in A:B, "
+    help="Kill k lands u·T/kills seconds after the process's first request, u uniform in A:B, "
     "T an uninterrupted crawl (measured first).",
 )
 @click.option("--seed", default=0, show_default=True, type=int)

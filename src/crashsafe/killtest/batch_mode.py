@@ -10,7 +10,6 @@ twice, wrong labels, items paid twice and tokens.
 from __future__ import annotations
 
 import json
-import random
 import signal
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from crashsafe.batch.items import read_items
 from crashsafe.batch.testserver import label_for
 from crashsafe.demo.process import ServiceProcess
 from crashsafe.errors import CrashsafeError
+from crashsafe.killtest.runner import Calibration, kill_schedule, stop_process
 
 LABELS = ["positive", "negative", "neutral"]
 BATCH_SIZE = 10
@@ -137,8 +137,7 @@ def run_job(
         try:
             proc.wait(delay)
         except subprocess.TimeoutExpired:
-            proc.send_signal(options.sig)
-            proc.wait()
+            stop_process(proc, options.sig)
             outcome.kills_landed += 1
         else:
             break
@@ -209,10 +208,15 @@ def run_batch_killtest(
             # are spaced wider than in the crawl test: together they span about twice an
             # uninterrupted job, every run makes progress between them, and the last ones
             # may find the job already done (the table counts those that landed).
-            step = SPREAD * crawl / max(1, options.kills)
+            spread = Calibration(startup=0.0, crawl=SPREAD * crawl)
             for run in range(options.runs):
-                rng = random.Random(options.seed * 1000 + run)
-                delays = [rng.uniform(*options.kill_window) * step for _ in range(options.kills)]
+                [delays] = kill_schedule(
+                    kills=options.kills,
+                    workers=1,
+                    window=options.kill_window,
+                    calibration=spread,
+                    seed=options.seed * 1000 + run,
+                )
                 outcomes = {}
                 for job in ("naive", "crashsafe"):
                     out = run_job(job, server, root / f"run{run + 1}-{job}", delays, options)

@@ -78,7 +78,8 @@ def score(rows: list[Row], catalogue: dict[str, dict[str, str]]) -> tuple[int, i
     return distinct, wrong, len(catalogue) - distinct
 
 
-def _stop(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+def stop_process(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    """Send ``sig``; after SIGINT/SIGTERM allow a graceful exit, then SIGKILL."""
     proc.send_signal(sig)
     try:
         proc.wait(GRACEFUL_TIMEOUT if sig != signal.SIGKILL else None)
@@ -129,12 +130,12 @@ def run_one(
                 stderr=subprocess.DEVNULL,
             )
             if not _wait_first_request(shop, proc, agent, since):
-                _stop(proc, signal.SIGKILL)
+                stop_process(proc, signal.SIGKILL)
                 return  # it ended without a request: the crawl is complete
             try:
                 proc.wait(delay)
             except subprocess.TimeoutExpired:
-                _stop(proc, sig)
+                stop_process(proc, sig)
                 with lock:
                     outcome.kills_landed += 1
             else:
