@@ -29,12 +29,16 @@ class LinkFilter:
         self.domains = tuple(d.lower().lstrip(".") for d in domains)
 
     def host_allowed(self, url: str) -> bool:
-        host = (urlsplit(url).hostname or "").lower()
+        return self._allowed(urlsplit(url).hostname)
+
+    def _allowed(self, hostname: str | None) -> bool:
+        host = (hostname or "").lower()
         return not self.domains or any(host == d or host.endswith("." + d) for d in self.domains)
 
     def canonical(self, url: str) -> str | None:
         """The canonical form of ``url``, or None if it is not to be crawled."""
-        if urlsplit(url).scheme not in ("http", "https") or not self.host_allowed(url):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not self._allowed(parts.hostname):
             return None
         return canonical_url(url, strip_params=self.strip)
 

@@ -8,16 +8,20 @@ Errors are sorted into two kinds the engine acts on: :class:`TransientFetchError
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
 import aiohttp
 from multidict import CIMultiDictProxy
+from yarl import URL
 
 from crashsafe.crawl.settings import CrawlSettings
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
+# Only characters that may stand in an already percent-encoded URL (RFC 3986).
+_ENCODED = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
 
 
 class FetchError(Exception):
@@ -85,8 +89,11 @@ async def fetch(
     """
     current = url
     for _ in range(settings.max_redirects + 1):
+        # Frontier URLs are canonical, hence percent-encoded already: tell yarl so, which
+        # spares it re-quoting every request.
+        target = URL(current, encoded=True) if _ENCODED.fullmatch(current) else current
         try:
-            async with session.get(current, allow_redirects=False) as resp:
+            async with session.get(target, allow_redirects=False) as resp:
                 location = resp.headers.get("Location")
                 if resp.status in REDIRECTS and location:
                     target = urljoin(current, location)

@@ -96,12 +96,15 @@ class PageProcessor:
         url = lease.url
         delay = None
         if self.robots is not None:
-            try:
-                allowed, delay = await self.robots.check(url)
-                if not allowed:
-                    return PageOutcome(lease, "skipped", error="disallowed by robots.txt")
-            except TransientFetchError as exc:
-                return self._retry(lease, f"robots.txt: {exc}")
+            verdict = self.robots.check_loaded(url)
+            if verdict is None:
+                try:
+                    verdict = await self.robots.check(url)
+                except TransientFetchError as exc:
+                    return self._retry(lease, f"robots.txt: {exc}")
+            allowed, delay = verdict
+            if not allowed:
+                return PageOutcome(lease, "skipped", error="disallowed by robots.txt")
         try:
             if self.hosts.needed(self.settings.concurrency, delay):
                 async with self.hosts.slot(urlsplit(url).netloc, delay):

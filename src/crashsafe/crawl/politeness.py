@@ -109,9 +109,17 @@ class Robots:
         finally:
             del self._pending[origin]
 
+    def check_loaded(self, url: str) -> tuple[bool, float | None] | None:
+        """What :meth:`check` answers, without awaiting; None if the origin's rules are
+        not loaded yet."""
+        rules = self._parsed.get(origin_of(url))
+        return None if rules is None else self._verdict(rules, url)
+
     async def check(self, url: str) -> tuple[bool, float | None]:
         """Whether ``url`` may be fetched, and the origin's Crawl-delay (None: none)."""
         origin = origin_of(url)
-        rules = self._parsed.get(origin) or await self._rules(origin)
+        return self._verdict(self._parsed.get(origin) or await self._rules(origin), url)
+
+    def _verdict(self, rules: Protego, url: str) -> tuple[bool, float | None]:
         delay = rules.crawl_delay(self.user_agent)
         return bool(rules.can_fetch(url, self.user_agent)), None if delay is None else float(delay)

@@ -6,12 +6,15 @@ transaction with that page's ``done`` mark, or not at all.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
+import lxml.etree
+import lxml.html
 from parsel import Selector, SelectorList
 from w3lib.encoding import html_to_unicode
 from w3lib.html import get_base_url
@@ -52,6 +55,25 @@ class Link:
     priority: int = 0
 
 
+_parsers = threading.local()
+
+
+def _parse_html_utf8(body: bytes) -> Any:
+    """The lxml tree of an HTML body known to be UTF-8, parsed from its bytes by a parser
+    reused across pages (parsel builds a new one per page); None when parsel's own path
+    should handle it."""
+    body = body.replace(b"\x00", b"").strip()
+    if not body:
+        return None
+    parser = getattr(_parsers, "html", None)
+    if parser is None:
+        parser = _parsers.html = lxml.html.HTMLParser(recover=True, encoding="utf-8")
+    try:
+        return lxml.etree.fromstring(body, parser=parser)
+    except lxml.etree.XMLSyntaxError:
+        return None
+
+
 class Page:
     """A fetched response, as ``parse`` sees it."""
 
@@ -71,6 +93,7 @@ class Page:
         self.body = body
         self.depth = depth
         self.request_url = request_url or url
+        self._utf8 = False  # set by ``text`` when the body decoded as UTF-8
 
     def __repr__(self) -> str:
         return f"<Page {self.status} {self.url}>"
@@ -81,15 +104,23 @@ class Page:
         content_type = self.headers.get("Content-Type") or ""
         if content_type.lower().replace(" ", "").endswith("charset=utf-8"):
             try:  # the common case, without w3lib's detection
-                return self.body.decode("utf-8")
+                text = self.body.decode("utf-8")
             except UnicodeDecodeError:
                 pass
+            else:
+                self._utf8 = True
+                return text
         _, text = html_to_unicode(content_type or None, self.body)
         return str(text)
 
     @cached_property
     def selector(self) -> Selector:
-        return Selector(text=self.text)
+        content_type = (self.headers.get("Content-Type") or "").lower()
+        kind = "html" if "html" in content_type else "xml" if "xml" in content_type else None
+        text = self.text
+        if kind == "html" and self._utf8 and (root := _parse_html_utf8(self.body)) is not None:
+            return Selector(root=root, type="html")
+        return Selector(text=text, type=kind)
 
     @cached_property
     def base_url(self) -> str:
@@ -106,8 +137,24 @@ class Page:
 
         return json.loads(self.text)
 
+    @cached_property
+    def _origin(self) -> str:
+        scheme, netloc, *_ = urlsplit(self.base_url)
+        return f"{scheme}://{netloc}" if scheme and netloc else ""
+
     def urljoin(self, href: str) -> str:
-        return urljoin(self.base_url, href.strip())
+        """``href`` resolved against the page's base URL (``<base href>`` or the URL)."""
+        href = href.strip()
+        # The common case, an absolute path without dot segments, is the origin + href.
+        if (
+            href[:1] == "/"
+            and href[1:2] != "/"
+            and "/." not in href
+            and "\\" not in href
+            and self._origin
+        ):
+            return self._origin + href
+        return urljoin(self.base_url, href)
 
     def follow(self, href: str, *, callback: str | None = None, priority: int = 0) -> Link:
         """A link to ``href`` resolved against this page."""
