@@ -1,8 +1,77 @@
 -- Named queries for the SQLite store. Only store/sqlite.py runs SQL.
 
+-- The statements named *_json take a group's rows as one JSON array (json_each), so a
+-- group of pages costs one statement step each, not one per row: the store thread then
+-- gives up and takes back the interpreter lock a handful of times per commit.
+
 -- name: enqueue_url
 INSERT OR IGNORE INTO frontier (crawl, url, depth, callback, priority, added_at)
 VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: enqueue_urls_json
+-- :rows is [[url, depth, callback, priority], ...]; order kept (it is the lease order).
+INSERT OR IGNORE INTO frontier (crawl, url, depth, callback, priority, added_at)
+SELECT :crawl, json_extract(value, '$[0]'), json_extract(value, '$[1]'),
+       json_extract(value, '$[2]'), json_extract(value, '$[3]'), :now
+FROM json_each(:rows) WHERE true
+ORDER BY key;
+
+-- name: lease_candidates
+-- The next grant id and the URLs due, best first, as one row: [[id, url, depth,
+-- attempts, callback, priority], ...]. Runs inside the write transaction.
+SELECT (SELECT coalesce(max(id), 0) FROM lease_grants),
+       json_group_array(json_array(id, url, depth, attempts, callback, priority))
+FROM (
+    SELECT id, url, depth, attempts, callback, priority FROM frontier
+    WHERE crawl = :crawl AND state = 'pending' AND next_attempt_at <= :now
+    ORDER BY priority DESC, id
+    LIMIT :limit
+);
+
+-- name: lease_json
+-- :rows is [[frontier_id, grant_id], ...].
+UPDATE frontier
+SET state = 'leased', lease_owner = :owner, lease_expires = :expires,
+    grant_id = json_extract(g.value, '$[1]')
+FROM json_each(:rows) AS g
+WHERE frontier.id = json_extract(g.value, '$[0]');
+
+-- name: insert_grants_json
+INSERT INTO lease_grants (id, crawl, frontier_id, owner, granted_at)
+SELECT json_extract(value, '$[1]'), :crawl, json_extract(value, '$[0]'), :owner, :now
+FROM json_each(:rows) WHERE true;
+
+-- name: upsert_records_json
+-- :rows is [[id, source, key, url, content_hash, data], ...], applied in order.
+INSERT INTO records (crawl, id, source, key, url, content_hash, data,
+                     first_seen, last_changed, version)
+SELECT :crawl, json_extract(value, '$[0]'), json_extract(value, '$[1]'),
+       json_extract(value, '$[2]'), json_extract(value, '$[3]'),
+       json_extract(value, '$[4]'), json_extract(value, '$[5]'), :now, :now, 1
+FROM json_each(:rows) WHERE true
+ORDER BY key
+ON CONFLICT (crawl, id) DO UPDATE SET
+    url = excluded.url,
+    content_hash = excluded.content_hash,
+    data = excluded.data,
+    last_changed = excluded.last_changed,
+    version = records.version + 1
+WHERE records.content_hash <> excluded.content_hash;
+
+-- name: mark_done_json
+-- :rows is [[frontier_id, http_status, error], ...]; also for 'failed' (:state).
+UPDATE frontier
+SET state = :state, lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
+    attempts = attempts + 1, http_status = json_extract(p.value, '$[1]'),
+    last_error = json_extract(p.value, '$[2]'), done_at = :now
+FROM json_each(:rows) AS p
+WHERE frontier.id = json_extract(p.value, '$[0]');
+
+-- name: set_grant_outcomes_json
+-- :rows is [[grant_id, outcome], ...].
+UPDATE lease_grants SET outcome = json_extract(o.value, '$[1]')
+FROM json_each(:rows) AS o
+WHERE lease_grants.id = json_extract(o.value, '$[0]');
 
 -- name: expire_leases
 UPDATE frontier
