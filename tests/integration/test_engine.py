@@ -12,7 +12,9 @@ import pytest
 from aiohttp import web
 
 from crashsafe import Crawler, Page, Record, Spider, open_store
+from crashsafe.crawl.engine import MAX_FAILED_COMMITS
 from crashsafe.demo.server import AppThread
+from crashsafe.errors import StoreError
 from crashsafe.store import Store
 
 LINKS = [
@@ -258,6 +260,7 @@ def test_a_stop_during_a_lease_gives_the_new_leases_back(
     crawler = Crawler(
         ManyLinks(), store, settings=ManyLinks.crawl_settings(concurrency=4),
         start_urls=[f"{base}/start"], handle_signals=False,
+        store_process=False,  # the test wraps a method of this very store object
     )  # fmt: skip
     calls = 0
     original = store.commit_and_lease
@@ -304,6 +307,7 @@ def test_a_page_whose_commit_raises_goes_back_to_the_queue(
         crawler = Crawler(
             ManyLinks(), store, settings=ManyLinks.crawl_settings(concurrency=4, lease_seconds=60),
             start_urls=[f"{base}/start"], handle_signals=False,
+            store_process=False,  # the test wraps a method of this very store object
         )  # fmt: skip
         started = time.monotonic()
         result = asyncio.run(crawler.run())
@@ -312,3 +316,33 @@ def test_a_page_whose_commit_raises_goes_back_to_the_queue(
     # The pages of the failed commit were released, not left to a 60 s lease.
     assert time.monotonic() - started < 30
     assert result.stats.records == 50 and result.stats.leased == 0
+
+
+def test_a_store_that_keeps_failing_stops_the_crawl_with_its_error(
+    site: tuple[Site, str], db_url: str
+) -> None:
+    _, base = site
+    store = open_store(db_url)
+    original = store.commit_and_lease
+    calls = 0
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return original(*args, **kwargs)  # the start page commits, then the disk fills
+        raise OSError("database or disk is full")
+
+    store.commit_and_lease = broken  # type: ignore[method-assign]
+    try:
+        crawler = Crawler(
+            ManyLinks(), store, settings=ManyLinks.crawl_settings(concurrency=4),
+            start_urls=[f"{base}/start"], handle_signals=False, store_process=False,
+        )  # fmt: skip
+        with pytest.raises(StoreError, match=r"commits in a row failed.*disk is full"):
+            asyncio.run(crawler.run())
+        stats = store.stats("many")
+    finally:
+        store.close()
+    assert calls <= 2 + MAX_FAILED_COMMITS  # it stopped instead of retrying for ever
+    assert stats.done == 1 and stats.leased == 0  # what was stored stays; nothing is stuck

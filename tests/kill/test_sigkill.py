@@ -9,6 +9,7 @@ import random
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +93,34 @@ def test_restart_after_sigkill_refetches_the_dead_workers_page_at_once(
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+
+
+def _store_children(pid: int) -> list[int]:
+    """PIDs of the store processes a crawl process started (Linux /proc)."""
+    found = []
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        cmdline = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        if b"crashsafe.store.process" in cmdline:
+            found.append(int(child))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_the_store_process_ends_with_its_crawler_and_frees_its_leases(
+    shop: Callable[..., ShopThread], db_url: str
+) -> None:
+    site = shop(listings=1, per_listing=2, latency_ms=1000)
+    args = crawl_args(site, db_url, "--lease-seconds", "60")
+    proc = start_cli(*args)
+    wait_for(lambda: get_json(f"{site.url}/stats")["requests"] >= 1)
+    [store_pid] = _store_children(proc.pid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    # Orphaned, it sees its socket close and exits; its liveness lock goes with it.
+    wait_for(lambda: not Path(f"/proc/{store_pid}").exists(), timeout=10)
+    [row] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
+    assert row["leased"] == 1  # the lease is still there, but its owner is dead...
+    final = run_cli(*args)  # ...so the next run takes it back at once, not in 60 s
+    assert final.returncode == 0, final.stderr
+    [row] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
+    assert row["done"] == 3 and row["leased"] == 0

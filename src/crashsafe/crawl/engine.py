@@ -2,9 +2,10 @@
 
 One worker process runs one :class:`Crawler`. It leases at most ``concurrency`` URLs at
 a time and a page keeps its slot until its transaction has committed, so a kill repeats
-at most ``concurrency`` pages. The store runs on one dedicated thread; the committer
-task gathers every page that finished while the previous commit was running into the
-next transaction (group commit), each page whole.
+at most ``concurrency`` pages. The store runs in a process of its own (SQLite) or on one
+dedicated thread (``store/process.py``); the committer task gathers every page that
+finished while the previous commit was running into the next transaction (group
+commit), each page whole.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import functools
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -26,13 +26,16 @@ from crashsafe.crawl.politeness import ROBOTS_MAX_AGE, HostSlots, Robots
 from crashsafe.crawl.progress import Progress
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Spider
-from crashsafe.errors import ConfigError
+from crashsafe.errors import ConfigError, StoreError
 from crashsafe.interrupts import GracefulInterrupts
 from crashsafe.store import CrawlStats, Lease, NewUrl, PageOutcome, Store
+from crashsafe.store.process import StoreProcess, StoreThread
+from crashsafe.store.sqlite import SQLiteStore
 
 T = TypeVar("T")
 IDLE_POLL = 0.5  # seconds between looks at the frontier when nothing is due
 RECLAIM_EVERY = 2.0  # seconds between checks for dead workers while waiting
+MAX_FAILED_COMMITS = 3  # commits failing in a row before the crawl stops with the error
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,8 @@ class Crawler:
         start_urls: replace the spider's ``start_urls``.
         progress: show live progress (on a terminal).
         handle_signals: install SIGINT/SIGTERM handlers for a graceful stop.
+        store_process: serve the store from a child process (default: yes for SQLite)
+            instead of a thread; the store object is then only used for its ``url``.
     """
 
     def __init__(
@@ -71,6 +76,7 @@ class Crawler:
         start_urls: Sequence[str] | None = None,
         progress: bool = False,
         handle_signals: bool = True,
+        store_process: bool | None = None,
     ) -> None:
         if not spider.name:
             raise ConfigError(f"spider {type(spider).__name__} needs a name = '...'")
@@ -81,18 +87,23 @@ class Crawler:
         self.start_urls = list(start_urls or spider.start_urls)
         self.show_progress = progress
         self.handle_signals = handle_signals
-        self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crashsafe-store")
+        if store_process is None:
+            store_process = isinstance(store, SQLiteStore)
+        self._db = StoreProcess(store) if store_process else StoreThread(store)
         self._inflight: dict[asyncio.Task[None], _InFlight] = {}
         self._slot_freed = asyncio.Event()
         self._commit_queue: list[tuple[PageOutcome, asyncio.Future[str | None]]] = []
         self._commit_ready = asyncio.Event()
         self._stopping = False
         self._reserved = 0  # slots promised to a lease request still on its way
+        self._failed_commits = 0  # in a row
+        self._fatal: StoreError | None = None
         self._processor: PageProcessor | None = None
         self.owner = ""
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
+        """Run one of the store's methods (bound, or a partial of one) off the loop."""
+        return await self._db.call(fn, *args)
 
     # -- stopping --------------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -144,7 +155,16 @@ class Crawler:
                 for _, fut in batch:
                     if not fut.done():
                         fut.set_exception(exc)
+                self._failed_commits += 1
+                if self._failed_commits >= MAX_FAILED_COMMITS and self._fatal is None:
+                    # The store keeps refusing: stop instead of fetching pages it cannot keep.
+                    self._fatal = StoreError(
+                        f"{self._failed_commits} commits in a row failed, stopping "
+                        f"(last: {type(exc).__name__}: {exc})"
+                    )
+                    self.request_stop()
             else:
+                self._failed_commits = 0
                 for (_, fut), err in zip(batch, errors, strict=True):
                     if not fut.done():
                         fut.set_result(err)
@@ -201,11 +221,12 @@ class Crawler:
         started = time.monotonic()
         try:
             async with GracefulInterrupts(self._on_signal, enabled=self.handle_signals):
+                await self._db.start()
                 return await self._run(started)
         finally:
             with contextlib.suppress(Exception):
                 await self._call(self.store.unregister_worker)
-            self._db.shutdown(wait=True)
+            await self._db.close()
 
     async def _run(self, started: float) -> CrawlResult:
         self.owner = await self._call(self.store.register_worker)
@@ -224,13 +245,17 @@ class Crawler:
             )
             self._processor = processor
             interrupted = await self._loop()
+        if self._fatal is not None:
+            raise self._fatal
         stats = await self._call(self.store.stats, self.crawl)
         return CrawlResult(interrupted, time.monotonic() - started, stats)
 
     def _robots(self, session: Any) -> Robots:
         async def load(origin: str) -> str | None:
             return await self._call(
-                lambda: self.store.get_robots(self.crawl, origin, max_age=ROBOTS_MAX_AGE)
+                functools.partial(self.store.get_robots, max_age=ROBOTS_MAX_AGE),
+                self.crawl,
+                origin,
             )
 
         async def save(origin: str, body: str) -> None:
