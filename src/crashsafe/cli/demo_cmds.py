@@ -44,6 +44,13 @@ def shop_options(f: click.decorators.FC) -> click.decorators.FC:
             ),
             click.option("--tracking", is_flag=True, help="Also link products with utm_/ref."),
             click.option("--dup-links", is_flag=True, help="Link products twice, and back."),
+            click.option(
+                "--pager",
+                default=1,
+                show_default=True,
+                type=click.IntRange(1),
+                help="Listings each listing links (next, then page numbers).",
+            ),
             click.option("--seed", default=0, show_default=True, type=int),
         ]
     ):

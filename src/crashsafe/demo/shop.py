@@ -1,6 +1,7 @@
 """The demo shop: listing pages linking products, counted server-side.
 
-Listing ``/list/N`` links its products and ``/list/N+1``; a product page shows sku, name
+Listing ``/list/N`` links its products and ``/list/N+1`` (and, with ``pager``, the
+listings after it too, like a shop's page-number bar); a product page shows sku, name
 and price. ``/stats`` counts page requests as the server saw them (by path, query
 ignored), ``/catalogue`` is the ground truth every crawl is checked against,
 ``/log?since=T[&agent=UA]`` lists page requests after time ``T`` (Unix seconds) with
@@ -35,6 +36,8 @@ class ShopOptions:
         tracking: listings also link a third of the previous listing's products with
             ``utm_source``/``ref`` parameters: the same product under a second URL.
         dup_links: listings link each product twice and link back to the previous one.
+        pager: listings link this many following listings (``next`` and ``page`` links), so
+            discovering the listings is not one long chain of requests.
         seed: for the error draw.
     """
 
@@ -45,6 +48,7 @@ class ShopOptions:
     error_attempts: int = 1
     tracking: bool = False
     dup_links: bool = False
+    pager: int = 1
     seed: int = 0
 
     @property
@@ -138,6 +142,10 @@ class Shop:
             for href in self._links(n)
         )
         nxt = f'<a class="next" href="/list/{n + 1}">next</a>' if n + 1 < o.listings else ""
+        nxt += "".join(
+            f' <a class="page" href="/list/{k}">{k}</a>'
+            for k in range(n + 2, min(n + 1 + o.pager, o.listings))
+        )
         if o.dup_links and n > 0:
             nxt = f'<a class="prev" href="/list/{n - 1}">previous</a> ' + nxt
         body = f"<html><body><h1>Listing {n}</h1><ul>\n{items}\n</ul>{nxt}</body></html>"

@@ -22,7 +22,9 @@ class DemoShop(Spider):
     def parse(self, page: Page) -> Iterator[Any]:
         if "/list/" in page.url:
             # Pagination first: the crawl keeps finding products while it fetches them.
-            yield from page.follow_all(css="a.next::attr(href), a.prev::attr(href)", priority=1)
+            yield from page.follow_all(
+                css="a.next::attr(href), a.page::attr(href), a.prev::attr(href)", priority=1
+            )
             yield from page.follow_all(css="a.product::attr(href)")
         else:
             yield Record(
