@@ -14,8 +14,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-import orjson
-
 from crashsafe.errors import SchemaError, StoreError
 from crashsafe.store.base import (
     CrawlStats,
@@ -33,11 +31,6 @@ T = TypeVar("T")
 Q = load_queries("sqlite")
 MIGRATIONS = load_migrations("sqlite")
 SYNCHRONOUS = {"full", "normal", "off", "extra"}
-
-
-def _json(rows: list[list[object]]) -> str:
-    """Rows as a JSON array for the ``*_json`` statements (text: a blob would be JSONB)."""
-    return orjson.dumps(rows).decode()
 
 
 def _statements(script: str) -> Iterator[str]:
@@ -179,24 +172,32 @@ class SQLiteStore:
             return []
         now = time.time()
         db.execute(Q["expire_leases"], (crawl, now))
-        last_grant, found = db.execute(
-            Q["lease_candidates"], {"crawl": crawl, "now": now, "limit": limit}
-        ).fetchone()
-        # json_group_array does not promise the subquery's order: restore it.
-        rows = sorted(orjson.loads(found), key=lambda r: (-r[5], r[0]))
+        params = {
+            "owner": owner,
+            "expires": now + lease_seconds,
+            "crawl": crawl,
+            "now": now,
+            "limit": limit,
+        }
+        # RETURNING does not keep the subquery's order: restore it.
+        rows = sorted(db.execute(Q["lease_urls"], params).fetchall(), key=lambda r: (-r[5], r[0]))
         if not rows:
             return []
-        # The write lock is ours, so the grant ids after the largest one are free.
-        grants = _json([[row[0], last_grant + n] for n, row in enumerate(rows, 1)])
-        db.execute(
-            Q["lease_json"], {"owner": owner, "expires": now + lease_seconds, "rows": grants}
+        values = ",".join(["(?, ?, ?, ?)"] * len(rows))
+        args: list[object] = []
+        for row in rows:
+            args += [crawl, row[0], owner, now]
+        grants = dict(
+            db.execute(
+                "INSERT INTO lease_grants (crawl, frontier_id, owner, granted_at) "
+                f"VALUES {values} RETURNING frontier_id, id",
+                args,
+            ).fetchall()
         )
-        db.execute(
-            Q["insert_grants_json"], {"crawl": crawl, "owner": owner, "now": now, "rows": grants}
-        )
+        db.executemany(Q["set_grant"], [(g, fid) for fid, g in grants.items()])
         return [
-            Lease(fid, url, depth, attempts, callback, last_grant + n)
-            for n, (fid, url, depth, attempts, callback, _priority) in enumerate(rows, 1)
+            Lease(fid, url, depth, attempts, callback, grants[fid])
+            for fid, url, depth, attempts, callback, _priority in rows
         ]
 
     def renew(self, crawl: str, owner: str, lease_seconds: float) -> int:
@@ -220,41 +221,30 @@ class SQLiteStore:
         self._run(go)
 
     def _apply(self, db: sqlite3.Connection, crawl: str, pages: Sequence[PageOutcome]) -> None:
-        """Store a group of outcomes with one statement per kind of row."""
         if not pages:
             return
         now = time.time()
-        records: list[list[object]] = []
-        links: list[list[object]] = []
-        done: list[list[object]] = []
-        failed: list[list[object]] = []
-        retry = []
-        grants: list[list[object]] = []
+        records, links, done, retry, failed, grants = [], [], [], [], [], []
         for p in pages:
             fid = p.lease.frontier_id
-            grants.append([p.lease.grant_id, p.kind])
+            grants.append((p.kind, p.lease.grant_id))
             if p.kind == "done" or p.kind == "skipped":
-                done.append([fid, p.http_status, p.error])
-                for r in p.records:
-                    records.append([r.id, r.source, r.key, r.url, r.content_hash, r.data_json])
-                for u in p.links:
-                    links.append([u.url, u.depth, u.callback, u.priority])
+                done.append((p.http_status, p.error, now, fid))
+                records += [
+                    (crawl, r.id, r.source, r.key, r.url, r.content_hash, r.data_json, now, now)
+                    for r in p.records
+                ]
+                links += [(crawl, u.url, u.depth, u.callback, u.priority, now) for u in p.links]
             elif p.kind == "retry":
                 retry.append((p.http_status, p.error, p.next_attempt_at, fid))
             else:
-                failed.append([fid, p.http_status, p.error])
-        if records:
-            db.execute(
-                Q["upsert_records_json"], {"crawl": crawl, "now": now, "rows": _json(records)}
-            )
-        if links:
-            db.execute(Q["enqueue_urls_json"], {"crawl": crawl, "now": now, "rows": _json(links)})
-        for state, rows in (("done", done), ("failed", failed)):
-            if rows:
-                db.execute(Q["mark_done_json"], {"state": state, "now": now, "rows": _json(rows)})
-        if retry:
-            db.executemany(Q["mark_retry"], retry)
-        db.execute(Q["set_grant_outcomes_json"], {"rows": _json(grants)})
+                failed.append((p.http_status, p.error, now, fid))
+        db.executemany(Q["upsert_record"], records)
+        db.executemany(Q["enqueue_url"], links)
+        db.executemany(Q["mark_done"], done)
+        db.executemany(Q["mark_retry"], retry)
+        db.executemany(Q["mark_failed"], failed)
+        db.executemany(Q["set_grant_outcome"], grants)
 
     def commit_pages(self, crawl: str, outcomes: Sequence[PageOutcome]) -> list[str | None]:
         errors, _ = self.commit_and_lease(crawl, outcomes, owner="", limit=0, lease_seconds=0)
