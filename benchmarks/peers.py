@@ -2,14 +2,20 @@
 
     .venv/bin/pip install -e '.[bench]'
     .venv/bin/python benchmarks/peers.py [--products 10000] [--latency-ms 0 20]
-                                         [--concurrency 16] [--repeat 3]
+                                         [--concurrency 16] [--also-concurrency 64]
+                                         [--pager 10] [--repeat 3]
 
 For each latency, the demo shop runs in its own process and every contender crawls it
 from scratch as a subprocess, ``--repeat`` times, interleaved: crashsafe (fsync'd SQLite
 commits), Scrapy without and with JOBDIR (its resumable mode), Crawlee for Python
 (ParselCrawler, persistent storage), and the ceiling: a minimal loop over the URLs known
 up front (aiohttp + parsel + grouped SQLite commits), i.e. the work without a crawler.
-Prints medians of pages/s, CPU seconds per 1 000 pages, peak RSS and ratios to crashsafe.
+``--also-concurrency`` runs crashsafe and the ceiling once more at that concurrency.
+Each listing links the ``--pager`` listings after it, like a page-number bar, so that at
+latency no crawler waits on a chain of 500 listings.
+Prints medians of pages/s, CPU seconds per 1 000 pages (the contender's processes and
+their children), peak RSS, ratios to crashsafe, and at latency the bound that
+concurrency / latency puts on any client.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _harness import Measurement, measure, print_table  # noqa: E402
+from _harness import Measurement, measure, median, print_table  # noqa: E402
 
 from crashsafe.demo.process import ShopProcess  # noqa: E402
 from crashsafe.demo.shop import ShopOptions  # noqa: E402
@@ -31,7 +37,9 @@ from crashsafe.demo.shop import ShopOptions  # noqa: E402
 PY = sys.executable
 
 
-def contenders(base: str, tmp: Path, c: int, listings: int) -> dict[str, list[str]]:
+def contenders(
+    base: str, tmp: Path, c: int, listings: int, also: list[int]
+) -> dict[str, list[str]]:
     peers = HERE / "peers"
     runs = {
         f"crashsafe c={c}": [
@@ -45,9 +53,15 @@ def contenders(base: str, tmp: Path, c: int, listings: int) -> dict[str, list[st
                           str(tmp / "scrapy-job.jsonl"), str(tmp / "jobdir")],
         "crawlee": [PY, str(peers / "crawlee_shop.py"), f"{base}/list/0", str(c),
                     str(tmp / "crawlee-storage")],
-        "ceiling (no crawler)": [PY, str(peers / "ceiling.py"), base, str(listings), "20",
-                                 str(c), str(tmp / "ceiling.db")],
+        f"ceiling c={c}": [PY, str(peers / "ceiling.py"), base, str(listings), "20",
+                           str(c), str(tmp / "ceiling.db")],
     }  # fmt: skip
+    for n in also:
+        cmd = [*runs[f"crashsafe c={c}"][:-1], str(n)]
+        cmd[cmd.index("--db") + 1] = f"sqlite:///{tmp}/crashsafe-{n}.db"
+        runs[f"crashsafe c={n}"] = cmd
+        runs[f"ceiling c={n}"] = [PY, str(peers / "ceiling.py"), base, str(listings), "20",
+                                  str(n), str(tmp / f"ceiling-{n}.db")]  # fmt: skip
     missing = [m for m in ("scrapy", "crawlee") if importlib.util.find_spec(m) is None]
     for name in missing:
         print(f"({name} is not installed: pip install -e '.[bench]'; skipping it)")
@@ -60,6 +74,8 @@ def main() -> None:
     parser.add_argument("--products", type=int, default=10_000)
     parser.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 20.0])
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--also-concurrency", type=int, nargs="*", default=[64])
+    parser.add_argument("--pager", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     listings = max(1, args.products // 20)
@@ -67,12 +83,16 @@ def main() -> None:
     for latency in args.latency_ms:
         results: dict[str, list[Measurement]] = {}
         served: dict[str, int] = {}
-        options = ShopOptions(listings=listings, per_listing=20, latency_ms=latency)
+        options = ShopOptions(
+            listings=listings, per_listing=20, latency_ms=latency, pager=args.pager
+        )
         with ShopProcess(options) as shop:
             for rep in range(args.repeat):
                 with tempfile.TemporaryDirectory(prefix="crashsafe-peers-") as tmp:
-                    for name, cmd in contenders(shop.url, Path(tmp), args.concurrency,
-                                                listings).items():  # fmt: skip
+                    runs = contenders(
+                        shop.url, Path(tmp), args.concurrency, listings, args.also_concurrency
+                    )
+                    for name, cmd in runs.items():
                         shop.reset()
                         m = measure(cmd)
                         served[name] = shop.stats()["requests"]
@@ -84,8 +104,15 @@ def main() -> None:
                               f"{pages / m.wall:,.0f} pages/s ({served[name]} requests)",
                               flush=True)  # fmt: skip
         print(f"\n{pages:,} pages, latency {latency:g} ms, concurrency {args.concurrency}, "
-              f"medians of {args.repeat} runs")  # fmt: skip
+              f"pager {args.pager}, medians of {args.repeat} runs")  # fmt: skip
         print_table(results, pages)
+        if latency:
+            for c in (args.concurrency, *args.also_concurrency):
+                bound = c / (latency / 1000)
+                rates = {k: pages / median([m.wall for m in ms])
+                         for k, ms in results.items() if k.endswith(f"c={c}")}  # fmt: skip
+                print(f"bound at c={c}: {bound:,.0f} pages/s; "
+                      + ", ".join(f"{k} {r / bound:.0%}" for k, r in rates.items()))  # fmt: skip
         print("requests the shop counted (last run): "
               + ", ".join(f"{name} {n:,}" for name, n in served.items()))  # fmt: skip
         print()

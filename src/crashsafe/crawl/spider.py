@@ -6,6 +6,7 @@ transaction with that page's ``done`` mark, or not at all.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ class Link:
 
 
 _parsers = threading.local()
+_PLAIN_PATH = re.compile(r"/(?!/)[^?#;\\\s]*")
 
 
 def _parse_html_utf8(body: bytes) -> Any:
@@ -145,14 +147,9 @@ class Page:
     def urljoin(self, href: str) -> str:
         """``href`` resolved against the page's base URL (``<base href>`` or the URL)."""
         href = href.strip()
-        # The common case, an absolute path without dot segments, is the origin + href.
-        if (
-            href[:1] == "/"
-            and href[1:2] != "/"
-            and "/." not in href
-            and "\\" not in href
-            and self._origin
-        ):
+        # The common case, a plain absolute path (no dot segments, query, fragment or
+        # params, which urljoin would normalise), is the origin + href.
+        if _PLAIN_PATH.fullmatch(href) and "/." not in href and self._origin:
             return self._origin + href
         return urljoin(self.base_url, href)
 

@@ -16,7 +16,7 @@ or killed. Its liveness lock (``register_worker``) dies with it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import collections
 import functools
 import pickle
 import signal
@@ -67,15 +67,53 @@ class StoreThread:
         self._pool.shutdown(wait=True)
 
 
+class _Answers(asyncio.Protocol):
+    """The parent's end of the socket: each answer resolves the oldest waiting call
+    straight from ``data_received``, without a task in between."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self.closed: StoreError | None = None
+        self._buffer = bytearray()
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        while len(buffer) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(buffer)
+            end = _HEADER.size + size
+            if len(buffer) < end:
+                break
+            ok, value = pickle.loads(buffer[_HEADER.size : end])
+            del buffer[:end]
+            future = self.waiting.popleft()
+            if future.done():  # its caller was cancelled: drop the answer
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = StoreError(f"the store process for {self.url} ended unexpectedly")
+        while self.waiting:
+            future = self.waiting.popleft()
+            if not future.done():
+                future.set_exception(self.closed)
+
+
 class StoreProcess:
-    """Store calls served by a child process that opens the store at ``store.url``."""
+    """Store calls served by a child process that opens the store at ``store.url``.
+
+    Each request goes out at once; the child answers in the order it got them.
+    """
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self._proc: subprocess.Popen[bytes] | None = None
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._lock = asyncio.Lock()
+        self._transport: asyncio.Transport | None = None
+        self._answers = _Answers(store.url)
 
     async def start(self) -> None:
         ours, theirs = socket.socketpair()
@@ -87,42 +125,30 @@ class StoreProcess:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # Ctrl-C in a terminal reaches the crawler only
             )  # fmt: skip
-        self._reader, self._writer = await asyncio.open_unix_connection(sock=ours)
-        await self._answer()  # the store opened (or why it did not)
+        loop = asyncio.get_running_loop()
+        self._transport, _ = await loop.create_unix_connection(lambda: self._answers, sock=ours)
+        await self._expect()  # the store opened (or why it did not)
+
+    def _expect(self) -> asyncio.Future[Any]:
+        if self._answers.closed is not None:
+            raise self._answers.closed
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._answers.waiting.append(future)
+        return future
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._transport is None:
+            raise StoreError(f"the store process for {self.store.url} is not running")
         request = pickle.dumps(_split(self.store, fn, args), protocol=pickle.HIGHEST_PROTOCOL)
-        # Shielded: a cancelled caller must not leave an answer unread on the socket.
-        result: T = await asyncio.shield(self._exchange(request))
+        future = self._expect()
+        self._transport.write(_HEADER.pack(len(request)) + request)
+        result: T = await future
         return result
 
-    async def _exchange(self, request: bytes) -> Any:
-        async with self._lock:
-            if self._writer is None:
-                raise StoreError("the store process is closed")
-            self._writer.write(_HEADER.pack(len(request)) + request)
-            return await self._answer()
-
-    async def _answer(self) -> Any:
-        assert self._reader is not None
-        try:
-            (size,) = _HEADER.unpack(await self._reader.readexactly(_HEADER.size))
-            ok, value = pickle.loads(await self._reader.readexactly(size))
-        except (asyncio.IncompleteReadError, ConnectionError) as exc:
-            code = self._proc.poll() if self._proc else None
-            raise StoreError(
-                f"the store process for {self.store.url} ended unexpectedly (exit code {code})"
-            ) from exc
-        if not ok:
-            raise value
-        return value
-
     async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            with contextlib.suppress(ConnectionError):
-                await self._writer.wait_closed()
-            self._writer = None
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
         if self._proc is not None:
             for _ in range(500):  # it exits as soon as it sees the socket close
                 if self._proc.poll() is not None:
