@@ -95,6 +95,7 @@ class Crawler:
         self._commit_queue: list[tuple[PageOutcome, asyncio.Future[str | None]]] = []
         self._commit_ready = asyncio.Event()
         self._stopping = False
+        self._closing = False  # the loop is over: the committer finishes and returns
         self._reserved = 0  # slots promised to a lease request still on its way
         self._failed_commits = 0  # in a row
         self._fatal: StoreError | None = None
@@ -134,6 +135,8 @@ class Crawler:
             self._commit_ready.clear()
             batch, self._commit_queue = self._commit_queue, []
             if not batch:
+                if self._closing:
+                    return
                 continue
             extra = 0
             if not self._stopping:
@@ -311,10 +314,12 @@ class Crawler:
             return interrupted
         finally:
             renewer.cancel()
-            # Let the last commits land before the committer goes.
-            while self._commit_queue:
-                await asyncio.sleep(0.01)
-            committer.cancel()
+            # The committer commits what is queued, and gives back the leases a commit
+            # granted during the stop, then returns: cancelling it could drop that
+            # release before the store ran it (and leave those URLs leased).
+            self._closing = True
+            self._commit_ready.set()
+            await committer
             if progress:
                 await progress.stop()
 
