@@ -5,25 +5,46 @@ Exit codes: 0 done, 1 error (message on stderr), 2 usage, 130 interrupted.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
-from crashsafe.cli.batch_cmds import batch
-from crashsafe.cli.crawl_cmds import crawl, export, failed, retry, status
-from crashsafe.cli.demo_cmds import demo, demo_site
-from crashsafe.cli.killtest_cmd import killtest
 from crashsafe.errors import CrashsafeError
 
+# command name -> "module:attribute"; a command's module is imported only when it runs,
+# so `crashsafe crawl` does not pay for the batch machinery's imports (nor the reverse).
+COMMANDS = {
+    "crawl": "crawl_cmds:crawl",
+    "status": "crawl_cmds:status",
+    "failed": "crawl_cmds:failed",
+    "retry": "crawl_cmds:retry",
+    "export": "crawl_cmds:export",
+    "demo-site": "demo_cmds:demo_site",
+    "demo": "demo_cmds:demo",
+    "killtest": "killtest_cmd:killtest",
+    "batch": "batch_cmds:batch",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, _, attribute = target.partition(":")
+        command = getattr(importlib.import_module(f"crashsafe.cli.{module}"), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="crashsafe")
 def cli() -> None:
     """Data jobs that survive being killed: run the same command again to resume."""
-
-
-for command in (crawl, status, failed, retry, export, demo_site, demo, killtest, batch):
-    cli.add_command(command)
 
 
 def main() -> None:
