@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -14,8 +16,11 @@ from aiohttp import web
 from crashsafe import Crawler, Page, Record, Spider, open_store
 from crashsafe.crawl.engine import MAX_FAILED_COMMITS
 from crashsafe.demo.server import AppThread
+from crashsafe.demo.shop import ShopThread
+from crashsafe.demo.spider import DemoShop
 from crashsafe.errors import StoreError
 from crashsafe.store import Store
+from crashsafe.store.process import StoreProcess
 
 LINKS = [
     "/ok/1", "/ratelimited", "/flaky-list", "/broken", "/gone", "/gone410", "/slow",
@@ -348,3 +353,40 @@ def test_a_store_that_keeps_failing_stops_the_crawl_with_its_error(
     # stop it, and at most one more commit for each of the 4 pages still in flight.
     assert calls <= 1 + MAX_FAILED_COMMITS + 4
     assert stats.done == 1 and stats.leased == 0  # what was stored stays; nothing is stuck
+
+
+def test_a_crawl_whose_store_process_dies_ends_with_a_clear_error(
+    shop: Callable[..., ShopThread], db_url: str
+) -> None:
+    """The OOM killer may pick the store process: the crawl must stop with an error that
+    says so, in bounded time, and keep what was committed before."""
+    site = shop(listings=10, per_listing=20, latency_ms=20)
+    store = open_store(db_url)
+    crawler = Crawler(
+        DemoShop(), store, settings=DemoShop.crawl_settings(concurrency=4),
+        start_urls=[f"{site.url}/list/0"], handle_signals=False,
+    )  # fmt: skip
+    assert isinstance(crawler._db, StoreProcess)
+
+    async def run() -> None:
+        async def kill_the_store() -> None:
+            while len(site.shop.counts) < 20:  # some pages fetched and committed
+                await asyncio.sleep(0.01)
+            assert crawler._db._proc is not None
+            os.kill(crawler._db._proc.pid, signal.SIGKILL)
+
+        killer = asyncio.create_task(kill_the_store())
+        try:
+            await crawler.run()
+        finally:
+            killer.cancel()
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(StoreError, match=r"ended unexpectedly \(killed by signal 9"):
+            asyncio.run(run())
+        assert time.monotonic() - started < 30
+        stats = store.stats("demo-shop")
+    finally:
+        store.close()
+    assert stats.done >= 10 and stats.records >= 5  # kept; the next run resumes from here

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import functools
 import pickle
 import signal
@@ -71,10 +72,12 @@ class _Answers(asyncio.Protocol):
     """The parent's end of the socket: each answer resolves the oldest waiting call
     straight from ``data_received``, without a task in between."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, how_it_ended: Callable[[], str]) -> None:
         self.url = url
+        self.how_it_ended = how_it_ended
         self.waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
-        self.closed: StoreError | None = None
+        self.lost = False
+        self._error: StoreError | None = None
         self._buffer = bytearray()
 
     def data_received(self, data: bytes) -> None:
@@ -96,11 +99,20 @@ class _Answers(asyncio.Protocol):
                 future.set_exception(value)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = StoreError(f"the store process for {self.url} ended unexpectedly")
+        self.lost = True
         while self.waiting:
             future = self.waiting.popleft()
             if not future.done():
-                future.set_exception(self.closed)
+                future.set_exception(self.error())
+
+    def error(self) -> StoreError:
+        """Why calls fail once the socket is gone (looked up when a call needs it: our
+        own close waits for no answer and should not wait for the process either)."""
+        if self._error is None:
+            self._error = StoreError(
+                f"the store process for {self.url} ended unexpectedly ({self.how_it_ended()})"
+            )
+        return self._error
 
 
 class StoreProcess:
@@ -113,7 +125,18 @@ class StoreProcess:
         self.store = store
         self._proc: subprocess.Popen[bytes] | None = None
         self._transport: asyncio.Transport | None = None
-        self._answers = _Answers(store.url)
+        self._answers = _Answers(store.url, self._how_it_ended)
+
+    def _how_it_ended(self) -> str:
+        code = None
+        if self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = self._proc.wait(0.5)
+        if code is None:
+            return "its socket closed"
+        if code < 0:
+            return f"killed by signal {-code}; out of memory?" if code == -9 else f"signal {-code}"
+        return f"exit code {code}"
 
     async def start(self) -> None:
         ours, theirs = socket.socketpair()
@@ -130,8 +153,8 @@ class StoreProcess:
         await self._expect()  # the store opened (or why it did not)
 
     def _expect(self) -> asyncio.Future[Any]:
-        if self._answers.closed is not None:
-            raise self._answers.closed
+        if self._answers.lost:
+            raise self._answers.error()
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._answers.waiting.append(future)
         return future
