@@ -292,22 +292,29 @@ def test_a_stop_during_a_lease_gives_the_new_leases_back(
     assert stats.repeated == 0
 
 
+class CommitFaults:
+    """Make ``store.commit_and_lease`` raise ``error`` on the calls ``fails(n)`` picks
+    (n counts from 1); ``calls`` counts them all."""
+
+    def __init__(self, store: Store, fails: Callable[[int], bool], error: Exception) -> None:
+        self.calls = 0
+        original = store.commit_and_lease
+
+        def commit_and_lease(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            if fails(self.calls):
+                raise error
+            return original(*args, **kwargs)
+
+        store.commit_and_lease = commit_and_lease  # type: ignore[method-assign]
+
+
 def test_a_page_whose_commit_raises_goes_back_to_the_queue(
     site: tuple[Site, str], db_url: str
 ) -> None:
     _, base = site
     store = open_store(db_url)
-    original = store.commit_and_lease
-    calls = 0
-
-    def flaky(*args: Any, **kwargs: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        if calls == 2:
-            raise RuntimeError("disk hiccup")
-        return original(*args, **kwargs)
-
-    store.commit_and_lease = flaky  # type: ignore[method-assign]
+    CommitFaults(store, lambda call: call == 2, RuntimeError("disk hiccup"))
     try:
         crawler = Crawler(
             ManyLinks(), store, settings=ManyLinks.crawl_settings(concurrency=4, lease_seconds=60),
@@ -328,17 +335,8 @@ def test_a_store_that_keeps_failing_stops_the_crawl_with_its_error(
 ) -> None:
     _, base = site
     store = open_store(db_url)
-    original = store.commit_and_lease
-    calls = 0
-
-    def broken(*args: Any, **kwargs: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            return original(*args, **kwargs)  # the start page commits, then the disk fills
-        raise OSError("database or disk is full")
-
-    store.commit_and_lease = broken  # type: ignore[method-assign]
+    # The start page commits, then the disk fills.
+    commits = CommitFaults(store, lambda call: call > 1, OSError("database or disk is full"))
     try:
         crawler = Crawler(
             ManyLinks(), store, settings=ManyLinks.crawl_settings(concurrency=4),
@@ -351,7 +349,7 @@ def test_a_store_that_keeps_failing_stops_the_crawl_with_its_error(
         store.close()
     # It stopped instead of retrying for ever: after the start page, the failures that
     # stop it, and at most one more commit for each of the 4 pages still in flight.
-    assert calls <= 1 + MAX_FAILED_COMMITS + 4
+    assert commits.calls <= 1 + MAX_FAILED_COMMITS + 4
     assert stats.done == 1 and stats.leased == 0  # what was stored stays; nothing is stuck
 
 
