@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -63,8 +64,8 @@ class Crawler:
         start_urls: replace the spider's ``start_urls``.
         progress: show live progress (on a terminal).
         handle_signals: install SIGINT/SIGTERM handlers for a graceful stop.
-        store_process: serve the store from a child process (default: yes for SQLite)
-            instead of a thread; the store object is then only used for its ``url``.
+        store_process: serve the store from a child process (default: yes for SQLite on
+            POSIX) instead of a thread; the store object is then only used for its ``url``.
     """
 
     def __init__(
@@ -87,8 +88,8 @@ class Crawler:
         self.start_urls = list(start_urls or spider.start_urls)
         self.show_progress = progress
         self.handle_signals = handle_signals
-        if store_process is None:
-            store_process = isinstance(store, SQLiteStore)
+        if store_process is None:  # the store process needs POSIX (fd passing, sessions)
+            store_process = isinstance(store, SQLiteStore) and os.name == "posix"
         self._db = StoreProcess(store) if store_process else StoreThread(store)
         self._inflight: dict[asyncio.Task[None], _InFlight] = {}
         self._slot_freed = asyncio.Event()
