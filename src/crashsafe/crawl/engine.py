@@ -175,6 +175,8 @@ class Crawler:
                 await self._start(leases)
             finally:
                 self._reserved -= extra
+                if not self._inflight:
+                    self._slot_freed.set()  # the main loop may be waiting on this reservation
 
     async def _start(self, leases: Sequence[Lease]) -> None:
         """Start a page task per lease; if a stop came while they were being leased, give
@@ -305,10 +307,12 @@ class Crawler:
                         wait = IDLE_POLL if due.next_at is None else due.next_at - time.time()
                         await self._sleep(min(max(wait, 0.01), IDLE_POLL))
                         continue
+                # Pages are in flight or a lease request is on its way: wait for a slot (or
+                # a reservation) to come back. Always await here: a loop that cannot lease
+                # and does not yield would starve the very tasks that free the slots.
                 self._slot_freed.clear()
-                if self._inflight:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._slot_freed.wait(), IDLE_POLL)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._slot_freed.wait(), IDLE_POLL)
             interrupted = self._stopping
             if self._inflight:
                 await self._drain()
