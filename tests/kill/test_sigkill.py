@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -70,15 +71,24 @@ def test_five_sigkills_then_exactly_500_correct_records(
     print(f"repeated: server {server['repeated']}, store {row['repeated']}; restarts {delays}")
 
 
+def start_slow_crawl(
+    shop: Callable[..., ShopThread], db_url: str
+) -> tuple[ShopThread, list[str], subprocess.Popen[str]]:
+    """A crawl of a 3-page shop answering in 1 s, under 60 s leases, once its first
+    request is out."""
+    site = shop(listings=1, per_listing=2, latency_ms=1000)
+    args = crawl_args(site, db_url, "--lease-seconds", "60")
+    proc = start_cli(*args)
+    wait_for(lambda: get_json(f"{site.url}/stats")["requests"] >= 1)
+    return site, args, proc
+
+
 def test_restart_after_sigkill_refetches_the_dead_workers_page_at_once(
     shop: Callable[..., ShopThread], db_url: str
 ) -> None:
     # Only /list/0 is known and the dead worker held it under a 60 s lease: the restart
     # can fetch it again only by reclaiming that lease through the liveness lock.
-    site = shop(listings=1, per_listing=2, latency_ms=1000)
-    args = crawl_args(site, db_url, "--lease-seconds", "60")
-    proc = start_cli(*args)
-    wait_for(lambda: get_json(f"{site.url}/stats")["requests"] >= 1)
+    site, args, proc = start_slow_crawl(shop, db_url)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     restarted = time.time()
@@ -109,10 +119,7 @@ def _store_children(pid: int) -> list[int]:
 def test_the_store_process_ends_with_its_crawler_and_frees_its_leases(
     shop: Callable[..., ShopThread], db_url: str
 ) -> None:
-    site = shop(listings=1, per_listing=2, latency_ms=1000)
-    args = crawl_args(site, db_url, "--lease-seconds", "60")
-    proc = start_cli(*args)
-    wait_for(lambda: get_json(f"{site.url}/stats")["requests"] >= 1)
+    _, args, proc = start_slow_crawl(shop, db_url)
     [store_pid] = _store_children(proc.pid)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
