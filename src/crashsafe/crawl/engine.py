@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -30,8 +29,7 @@ from crashsafe.crawl.spider import Spider
 from crashsafe.errors import ConfigError, StoreError
 from crashsafe.interrupts import GracefulInterrupts
 from crashsafe.store import CrawlStats, Lease, NewUrl, PageOutcome, Store
-from crashsafe.store.process import StoreProcess, StoreThread
-from crashsafe.store.sqlite import SQLiteStore
+from crashsafe.store.process import store_runner
 
 T = TypeVar("T")
 IDLE_POLL = 0.5  # seconds between looks at the frontier when nothing is due
@@ -88,9 +86,7 @@ class Crawler:
         self.start_urls = list(start_urls or spider.start_urls)
         self.show_progress = progress
         self.handle_signals = handle_signals
-        if store_process is None:  # the store process needs POSIX (fd passing, sessions)
-            store_process = isinstance(store, SQLiteStore) and os.name == "posix"
-        self._db = StoreProcess(store) if store_process else StoreThread(store)
+        self._db = store_runner(store, store_process)
         self._inflight: dict[asyncio.Task[None], _InFlight] = {}
         self._slot_freed = asyncio.Event()
         self._commit_queue: list[tuple[PageOutcome, asyncio.Future[str | None]]] = []

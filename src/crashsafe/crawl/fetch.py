@@ -91,9 +91,9 @@ async def fetch(
     for _ in range(settings.max_redirects + 1):
         # Frontier URLs are canonical, hence percent-encoded already: tell yarl so, which
         # spares it re-quoting every request.
-        target = URL(current, encoded=True) if _ENCODED.fullmatch(current) else current
+        request_url = URL(current, encoded=True) if _ENCODED.fullmatch(current) else current
         try:
-            async with session.get(target, allow_redirects=False) as resp:
+            async with session.get(request_url, allow_redirects=False) as resp:
                 location = resp.headers.get("Location")
                 if resp.status in REDIRECTS and location:
                     target = urljoin(current, location)

@@ -1,7 +1,8 @@
 """The Store contract every backend implements, and the values that cross it.
 
 A store is synchronous and used from one thread at a time; the crawl engine runs it in a
-dedicated thread so the event loop never waits on the disk. Backends keep their SQL in
+child process or a dedicated thread (``store/process.py``) so the event loop never waits
+on the disk. Backends keep their SQL in
 ``store/sql/<dialect>/`` and pass the same contract suite (``tests/contract``).
 """
 

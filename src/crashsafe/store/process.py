@@ -7,10 +7,10 @@ commit that takes 0.7 ms alone took 1.7 ms in a crawl, and the pages waiting on 
 their slots (measured: ``benchmarks/RESULTS.md``). A store process has an interpreter of
 its own; the loop only pickles the call and reads the answer.
 
-The process speaks length-prefixed pickles over a socket pair, one call at a time. It
-ignores SIGINT/SIGTERM (the crawler decides when to stop and still needs its store to
-commit and give leases back) and exits when its socket closes: when the crawler is done,
-or killed. Its liveness lock (``register_worker``) dies with it.
+The process speaks length-prefixed pickles over a socket pair and answers in the order
+it got the calls. It ignores SIGINT/SIGTERM (the crawler decides when to stop and still
+needs its store to commit and give leases back) and exits when its socket closes: when
+the crawler is done, or killed. Its liveness lock (``register_worker``) dies with it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import asyncio
 import collections
 import contextlib
 import functools
+import os
 import pickle
 import signal
 import socket
@@ -49,6 +50,15 @@ def _split(
     if getattr(fn, "__self__", None) is not store:
         raise TypeError(f"{fn!r} is not a method of the store")
     return fn.__name__, args, kwargs
+
+
+def store_runner(store: Store, in_process: bool | None = None) -> StoreThread | StoreProcess:
+    """How the crawl calls ``store``: in a child process (the default for a store that a
+    child can open again from its URL, on POSIX: the socket is passed by descriptor) or
+    on a thread."""
+    if in_process is None:
+        in_process = store.url.startswith("sqlite:") and os.name == "posix"
+    return StoreProcess(store) if in_process else StoreThread(store)
 
 
 class StoreThread:
