@@ -48,8 +48,9 @@ def print_table(results: dict[str, list[Measurement]], pages: int) -> None:
     """Medians per contender: pages/s, CPU s per 1 000 pages, peak RSS, ratio to the first."""
     ref = next(iter(results))
     ref_rate = pages / median([m.wall for m in results[ref]])
+    width = max(22, *(len(name) for name in results))
     head = (
-        f"{'contender':<22} {'pages/s':>9} {'CPU s/1k pages':>15} {'peak RSS MB':>12} "
+        f"{'contender':<{width}} {'pages/s':>9} {'CPU s/1k pages':>15} {'peak RSS MB':>12} "
         f"{'vs ' + ref:>20}"
     )
     print(head)
@@ -58,4 +59,4 @@ def print_table(results: dict[str, list[Measurement]], pages: int) -> None:
         rate = pages / median([m.wall for m in ms])
         cpu = median([m.cpu for m in ms]) / pages * 1000
         rss = median([m.peak_rss_mb for m in ms])
-        print(f"{name:<22} {rate:>9,.0f} {cpu:>15.2f} {rss:>12.0f} {rate / ref_rate:>19.2f}x")
+        print(f"{name:<{width}} {rate:>9,.0f} {cpu:>15.2f} {rss:>12.0f} {rate / ref_rate:>19.2f}x")

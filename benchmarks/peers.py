@@ -3,7 +3,7 @@
     .venv/bin/pip install -e '.[bench]'
     .venv/bin/python benchmarks/peers.py [--products 10000] [--latency-ms 0 20]
                                          [--concurrency 16] [--also-concurrency 64]
-                                         [--pager 10] [--repeat 3]
+                                         [--pager 10] [--repeat 3] [--only NAME ...]
 
 For each latency, the demo shop runs in its own process and every contender crawls it
 from scratch as a subprocess, ``--repeat`` times, interleaved: crashsafe (fsync'd SQLite
@@ -11,6 +11,10 @@ commits), Scrapy without and with JOBDIR (its resumable mode), Crawlee for Pytho
 (ParselCrawler, persistent storage), and the ceiling: a minimal loop over the URLs known
 up front (aiohttp + parsel + grouped SQLite commits), i.e. the work without a crawler.
 ``--also-concurrency`` runs crashsafe and the ceiling once more at that concurrency.
+crashsafe runs twice per concurrency c: with the default ``lease_ahead`` 0 (a page holds
+its slot until its commit, a kill repeats at most c pages) and with ``lease_ahead`` c (at
+most c requests at a time, but up to 2c pages between lease and commit).
+``--only`` keeps the contenders whose name contains one of the given words.
 Each listing links the ``--pager`` listings after it, like a page-number bar, so that at
 latency no crawler waits on a chain of 500 listings.
 Prints medians of pages/s, CPU seconds per 1 000 pages (the contender's processes and
@@ -37,16 +41,21 @@ from crashsafe.demo.shop import ShopOptions  # noqa: E402
 PY = sys.executable
 
 
+def crashsafe(base: str, db: Path, c: int, ahead: int = 0) -> list[str]:
+    return [
+        PY, "-m", "crashsafe", "crawl", "crashsafe.demo.spider:DemoShop", "--no-progress",
+        "--db", f"sqlite:///{db}", "--start-url", f"{base}/list/0",
+        "--concurrency", str(c), "--set", f"lease_ahead={ahead}",
+    ]  # fmt: skip
+
+
 def contenders(
     base: str, tmp: Path, c: int, listings: int, also: list[int]
 ) -> dict[str, list[str]]:
     peers = HERE / "peers"
     runs = {
-        f"crashsafe c={c}": [
-            PY, "-m", "crashsafe", "crawl", "crashsafe.demo.spider:DemoShop", "--no-progress",
-            "--db", f"sqlite:///{tmp}/crashsafe.db", "--start-url", f"{base}/list/0",
-            "--concurrency", str(c),
-        ],
+        f"crashsafe c={c}": crashsafe(base, tmp / "crashsafe.db", c),
+        f"crashsafe c={c} ahead {c}": crashsafe(base, tmp / "crashsafe-ahead.db", c, c),
         "scrapy": [PY, str(peers / "scrapy_shop.py"), f"{base}/list/0", str(c),
                    str(tmp / "scrapy.jsonl")],
         "scrapy JOBDIR": [PY, str(peers / "scrapy_shop.py"), f"{base}/list/0", str(c),
@@ -57,9 +66,8 @@ def contenders(
                            str(c), str(tmp / "ceiling.db")],
     }  # fmt: skip
     for n in also:
-        cmd = [*runs[f"crashsafe c={c}"][:-1], str(n)]
-        cmd[cmd.index("--db") + 1] = f"sqlite:///{tmp}/crashsafe-{n}.db"
-        runs[f"crashsafe c={n}"] = cmd
+        runs[f"crashsafe c={n}"] = crashsafe(base, tmp / f"crashsafe-{n}.db", n)
+        runs[f"crashsafe c={n} ahead {n}"] = crashsafe(base, tmp / f"ahead-{n}.db", n, n)
         runs[f"ceiling c={n}"] = [PY, str(peers / "ceiling.py"), base, str(listings), "20",
                                   str(n), str(tmp / f"ceiling-{n}.db")]  # fmt: skip
     missing = [m for m in ("scrapy", "crawlee") if importlib.util.find_spec(m) is None]
@@ -77,6 +85,7 @@ def main() -> None:
     parser.add_argument("--also-concurrency", type=int, nargs="*", default=[64])
     parser.add_argument("--pager", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", nargs="+", default=[], metavar="NAME")
     args = parser.parse_args()
     listings = max(1, args.products // 20)
     pages = listings * 21
@@ -92,6 +101,8 @@ def main() -> None:
                     runs = contenders(
                         shop.url, Path(tmp), args.concurrency, listings, args.also_concurrency
                     )
+                    if args.only:
+                        runs = {k: v for k, v in runs.items() if any(w in k for w in args.only)}
                     for name, cmd in runs.items():
                         shop.reset()
                         m = measure(cmd)
@@ -110,7 +121,7 @@ def main() -> None:
             for c in (args.concurrency, *args.also_concurrency):
                 bound = c / (latency / 1000)
                 rates = {k: pages / median([m.wall for m in ms])
-                         for k, ms in results.items() if k.endswith(f"c={c}")}  # fmt: skip
+                         for k, ms in results.items() if f"c={c}" in k.split()}  # fmt: skip
                 print(f"bound at c={c}: {bound:,.0f} pages/s; "
                       + ", ".join(f"{k} {r / bound:.0%}" for k, r in rates.items()))  # fmt: skip
         print("requests the shop counted (last run): "

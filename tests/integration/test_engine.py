@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -37,6 +39,9 @@ class Site:
         self.in_flight = 0
         self.max_in_flight = 0
         self.offsite_url = ""
+        self.db_path: str | None = None  # set: /host/ pages also note the crawl's leases
+        self.max_leased = 0
+        self.on_host: Callable[[], None] = lambda: None
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -81,8 +86,13 @@ class Site:
         if path == "/forbidden":
             return web.Response(status=403)
         if path.startswith("/host/"):
+            self.on_host()
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            if self.db_path:
+                with contextlib.closing(sqlite3.connect(self.db_path)) as db:
+                    query = "SELECT count(*) FROM frontier WHERE state = 'leased'"
+                    self.max_leased = max(self.max_leased, db.execute(query).fetchone()[0])
             await asyncio.sleep(0.05)
             self.in_flight -= 1
         return web.Response(text=page.format(path, ""), content_type="text/html")
@@ -218,6 +228,52 @@ def test_per_host_concurrency_and_delay(site: tuple[Site, str], db_url: str) -> 
     second_run = starts[20:]
     # 20 requests spaced by 0.05 s span at least 19 gaps (server-side clock, some jitter)
     assert second_run[-1] - second_run[0] >= 19 * 0.05 * 0.9
+
+
+@pytest.mark.parametrize("ahead", [0, 3])
+def test_lease_ahead_holds_more_leases_but_no_more_requests(
+    site: tuple[Site, str], db_url: str, ahead: int
+) -> None:
+    server, base = site
+    server.db_path = db_url.removeprefix("sqlite:///")
+    store = open_store(db_url)
+    try:
+        result = crawl(HostSpider(), store, base, concurrency=2, lease_ahead=ahead)
+    finally:
+        store.close()
+    assert result.stats.done == 21 and result.stats.leased == 0
+    assert server.max_in_flight == 2  # requests: never more than concurrency
+    if ahead:
+        assert 2 < server.max_leased <= 2 + ahead  # leases: up to concurrency + lease_ahead
+    else:
+        assert server.max_leased <= 2  # DESIGN's rule: a page holds its slot until commit
+
+
+def test_a_stop_gives_back_the_leases_ahead_unfetched(site: tuple[Site, str], db_url: str) -> None:
+    server, base = site
+    store = open_store(db_url)
+    crawler = Crawler(
+        HostSpider(), store, settings=HostSpider.crawl_settings(concurrency=1, lease_ahead=4),
+        start_urls=[f"{base}/start"], handle_signals=False,
+    )  # fmt: skip
+
+    async def main() -> Any:
+        loop = asyncio.get_running_loop()
+        server.on_host = lambda: loop.call_soon_threadsafe(crawler.request_stop)
+        return await crawler.run()
+
+    try:
+        result = asyncio.run(main())
+        pending = store.stats("hosts").pending
+    finally:
+        store.close()
+    assert result.interrupted
+    fetched = sum(n for path, n in server.hits.items() if path.startswith("/host/"))
+    assert fetched == 1  # the one request in flight; the 4 leased ahead were not started
+    stats = result.stats
+    assert stats.done == 2 and stats.leased == 0 and pending == 19
+    assert stats.outcomes.get("released", 0) == 4  # given back, not left to lapse
+    assert stats.repeated == 0 and stats.requests == 2
 
 
 class BadYields(Spider):

@@ -55,6 +55,20 @@ def test_killtest_with_every_chaos_option(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_killtest_with_leases_ahead_keeps_the_wider_bound(tmp_path: Path) -> None:
+    out = tmp_path / "k.json"
+    result = run_cli(
+        "killtest", "--runs", "1", "--kills", "3", *SMALL, "--lease-ahead", "4",
+        "--json", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "+ 4 leased ahead" in result.stdout
+    safe = figures(out)["runs"][0]["crashsafe"]
+    assert (safe["rows"], safe["distinct"], safe["wrong"], safe["missing"]) == (50, 50, 0, 0)
+    assert safe["repeated"] <= safe["bound"] == (4 + 4) * safe["kills_landed"]
+
+
+@pytest.mark.slow
 def test_killtest_graceful_signal(tmp_path: Path) -> None:
     out = tmp_path / "k.json"
     result = run_cli(

@@ -40,6 +40,13 @@ def parse_window(text: str) -> tuple[float, float]:
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1))
 @click.option(
+    "--lease-ahead",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0),
+    help="crashsafe's lease_ahead setting; the bound becomes (concurrency + N) × kills.",
+)
+@click.option(
     "--workers",
     default=1,
     show_default=True,
@@ -81,6 +88,7 @@ def killtest(
     kill_window: str,
     seed: int,
     concurrency: int,
+    lease_ahead: int,
     workers: int,
     sig_name: str,
     listings: int,
@@ -96,12 +104,14 @@ def killtest(
     """Kill a naive scraper and crashsafe at the same random moments; compare what they store.
 
     Exit status 0 when crashsafe kept its guarantee in every run (exactly one correct row
-    per product, none missing, repeated requests within concurrency × kills), 1 otherwise.
+    per product, none missing, repeated requests within (concurrency + lease ahead) × kills),
+    1 otherwise.
     The naive scraper is expected to fail: that is the point.
     """
     if mode == "batch":
         crawl_only = {
-            "--workers": workers != 1, "--tracking": tracking, "--dup-links": dup_links,
+            "--workers": workers != 1, "--lease-ahead": lease_ahead != 0,
+            "--tracking": tracking, "--dup-links": dup_links,
             "--error-rate": error_rate > 0, "--chart": chart_path is not None,
             "--listings/--per-listing": (listings, per_listing) != (25, 20),
         }  # fmt: skip
@@ -122,6 +132,7 @@ def killtest(
         kill_window=parse_window(kill_window),
         seed=seed,
         concurrency=concurrency,
+        lease_ahead=lease_ahead,
         workers=workers,
         sig=signal.Signals[f"SIG{sig_name}"],
         shop=ShopOptions(

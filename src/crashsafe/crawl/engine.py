@@ -1,11 +1,12 @@
 """The crawl loop: lease → fetch → parse → commit, with group commit and graceful stop.
 
-One worker process runs one :class:`Crawler`. It leases at most ``concurrency`` URLs at
-a time and a page keeps its slot until its transaction has committed, so a kill repeats
-at most ``concurrency`` pages. The store runs in a process of its own (SQLite) or on one
-dedicated thread (``store/process.py``); the committer task gathers every page that
-finished while the previous commit was running into the next transaction (group
-commit), each page whole.
+One worker process runs one :class:`Crawler`. It holds at most ``concurrency +
+lease_ahead`` leases at a time, with at most ``concurrency`` requests among them, and a page
+keeps its lease until its transaction has committed, so a kill repeats at most that many
+pages (``concurrency`` with the default ``lease_ahead`` 0). The store runs in a process of
+its own (SQLite) or on one dedicated thread (``store/process.py``); the committer task
+gathers every page that finished while the previous commit was running into the next
+transaction (group commit), each page whole.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class CrawlResult:
 @dataclass(slots=True)
 class _InFlight:
     lease: Lease
+    started: bool = False  # holds a request slot (or is past it): no longer just leased
     requested: bool = False
 
 
@@ -87,7 +89,9 @@ class Crawler:
         self.show_progress = progress
         self.handle_signals = handle_signals
         self._db = store_runner(store, store_process)
-        self._inflight: dict[asyncio.Task[None], _InFlight] = {}
+        self._inflight: dict[asyncio.Task[None], _InFlight] = {}  # leased, not committed
+        self._max_leased = self.settings.concurrency + self.settings.lease_ahead
+        self._requests = asyncio.Semaphore(self.settings.concurrency)
         self._slot_freed = asyncio.Event()
         self._commit_queue: list[tuple[PageOutcome, asyncio.Future[str | None]]] = []
         self._commit_ready = asyncio.Event()
@@ -110,8 +114,9 @@ class Crawler:
         self._slot_freed.set()
 
     def _on_signal(self) -> None:
+        started = sum(1 for f in self._inflight.values() if f.started)
         sys.stderr.write(
-            f"\nStopping: finishing {len(self._inflight)} page(s) in flight "
+            f"\nStopping: finishing {started} page(s) in flight "
             "(Ctrl-C again to abort at once)...\n"
         )
         self.request_stop()
@@ -137,7 +142,7 @@ class Crawler:
                 continue
             extra = 0
             if not self._stopping:
-                extra = max(0, s.concurrency - len(self._inflight) - self._reserved)
+                extra = max(0, self._max_leased - len(self._inflight) - self._reserved)
             limit = 0 if self._stopping else extra + len(batch)
             self._reserved += extra
             try:
@@ -197,7 +202,9 @@ class Crawler:
 
         try:
             assert self._processor is not None
-            outcome = await self._processor.process(lease, requested)
+            async with self._requests:
+                slot.started = True
+                outcome = await self._processor.process(lease, requested)
             error = await self._commit(outcome)
             if error is not None:
                 # The page's own rows broke the transaction: store it as failed instead.
@@ -280,7 +287,7 @@ class Crawler:
         last_reclaim = 0.0
         try:
             while not self._stopping:
-                free = s.concurrency - len(self._inflight) - self._reserved
+                free = self._max_leased - len(self._inflight) - self._reserved
                 # The committer refills slots as pages commit; this loop starts the crawl,
                 # tops up when a refill found nothing due, and notices the end.
                 if free >= min_batch or (not self._inflight and not self._reserved):
@@ -330,8 +337,18 @@ class Crawler:
             await asyncio.wait_for(self._slot_freed.wait(), seconds)
 
     async def _drain(self) -> None:
-        """Give in-flight pages the grace period, then give their leases back."""
+        """Give back the leases not yet started, give in-flight pages the grace period,
+        then give their leases back too."""
+        waiting = [t for t, f in self._inflight.items() if not f.started]
+        if waiting:
+            unstarted = [(self._inflight[t].lease, False) for t in waiting]
+            for task in waiting:
+                task.cancel()
+            await asyncio.gather(*waiting, return_exceptions=True)
+            await self._call(self.store.release, self.crawl, unstarted)
         tasks = list(self._inflight)
+        if not tasks:
+            return
         _, late = await asyncio.wait(tasks, timeout=self.settings.grace_seconds)
         if not late:
             return

@@ -15,7 +15,13 @@ class CrawlSettings:
     """How a crawl behaves. Every field can be set as a Spider class attribute.
 
     Attributes:
-        concurrency: pages in flight per worker; a kill repeats at most this many.
+        concurrency: requests in flight per worker. With ``lease_ahead`` 0 a page keeps
+            its slot from lease to commit, so a kill repeats at most this many pages.
+        lease_ahead: URLs a worker may hold beyond ``concurrency``: leased before a
+            request slot is free, or fetched and parsed while their commit is on its way.
+            A kill then repeats at most ``concurrency + lease_ahead`` pages; in exchange
+            no request waits for a commit or a lease round trip (faster with slow sites
+            or a slow store). 0 (the default) keeps DESIGN's one-slot-per-page rule.
         per_host_concurrency: pages in flight per host (``None``: same as concurrency).
         per_host_delay: seconds between two request starts to one host (robots.txt's
             Crawl-delay wins when larger).
@@ -38,6 +44,7 @@ class CrawlSettings:
     """
 
     concurrency: int = 16
+    lease_ahead: int = 0
     per_host_concurrency: int | None = None
     per_host_delay: float = 0.0
     lease_seconds: float = 60.0
@@ -60,6 +67,8 @@ class CrawlSettings:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"setting {name} must be > 0, got {getattr(self, name)!r}")
+        if self.lease_ahead < 0:
+            raise ConfigError(f"setting lease_ahead must be >= 0, got {self.lease_ahead!r}")
         if self.per_host_concurrency is not None and self.per_host_concurrency <= 0:
             raise ConfigError("setting per_host_concurrency must be > 0 (or None)")
 

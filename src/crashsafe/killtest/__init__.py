@@ -30,6 +30,7 @@ class KillTestOptions:
     kill_window: tuple[float, float] = (0.2, 1.0)
     seed: int = 0
     concurrency: int = 4
+    lease_ahead: int = 0
     workers: int = 1
     sig: signal.Signals = signal.SIGKILL
     shop: ShopOptions = field(default_factory=lambda: ShopOptions(latency_ms=10.0))
@@ -40,6 +41,8 @@ class KillTestOptions:
             raise ConfigError(f"--kill-window {low}:{high}: need 0 <= A <= B")
         if self.runs < 1 or self.kills < 0 or self.workers < 1 or self.concurrency < 1:
             raise ConfigError("--runs, --workers and --concurrency must be >= 1, --kills >= 0")
+        if self.lease_ahead < 0:
+            raise ConfigError("--lease-ahead must be >= 0")
 
 
 @dataclass(slots=True)
@@ -53,8 +56,10 @@ class KillTestResult:
         return self.options.shop.products
 
     def bound(self, outcome: Outcome) -> int:
-        """Most repeated requests crashsafe may make: the pages in flight at the kills."""
-        return self.options.concurrency * outcome.kills_landed
+        """Most repeated requests crashsafe may make: the pages a worker may hold between
+        lease and commit (``concurrency + lease_ahead``), for each kill."""
+        o = self.options
+        return (o.concurrency + o.lease_ahead) * outcome.kills_landed
 
     def violations(self, outcome: Outcome) -> list[str]:
         """Why crashsafe's ``outcome`` breaks the guarantee (empty: it holds)."""
@@ -83,7 +88,7 @@ def run_killtest(
     on_progress: Callable[[str], None] = lambda _msg: None,
 ) -> KillTestResult:
     """Run the whole experiment; ``on_progress`` receives one line per step."""
-    crashsafe = CrashsafeScraper(concurrency=options.concurrency)
+    crashsafe = CrashsafeScraper(concurrency=options.concurrency, lease_ahead=options.lease_ahead)
     scrapers = [NaiveScraper(), crashsafe]
     with tempfile.TemporaryDirectory(prefix="crashsafe-killtest-") as tmp:
         root = workdir or Path(tmp)

@@ -27,6 +27,7 @@ def table(result: KillTestResult) -> Table:
         f"kill test: {o.runs} runs × {o.kills} {o.sig.name}s"
         + (f" × {o.workers} workers" if o.workers > 1 else "")
         + f", {result.products} products, concurrency {o.concurrency}"
+        + (f" + {o.lease_ahead} leased ahead" if o.lease_ahead else "")
     )
     t = Table(title=title)
     for col in ("run", "scraper", "rows", "distinct", "wrong", "missing", "requests"):
@@ -120,6 +121,7 @@ def to_json(result: KillTestResult) -> dict[str, Any]:
             "kill_window": list(o.kill_window),
             "seed": o.seed,
             "concurrency": o.concurrency,
+            "lease_ahead": o.lease_ahead,
             "workers": o.workers,
             "signal": o.sig.name,
             "shop": dataclasses.asdict(o.shop),

@@ -53,6 +53,7 @@ class CrashsafeScraper(Scraper):
 
     name: str = "crashsafe"
     concurrency: int = 4
+    lease_ahead: int = 0
     backoff_base: float = 0.1
 
     def db_url(self, workdir: Path) -> str:
@@ -64,6 +65,7 @@ class CrashsafeScraper(Scraper):
             "--db", self.db_url(workdir), "--start-url", f"{shop_url}/list/0",
             "--concurrency", str(self.concurrency), "--no-progress",
             "--set", f"backoff_base={self.backoff_base}", "--set", f"user_agent={agent}",
+            "--set", f"lease_ahead={self.lease_ahead}",
         ]  # fmt: skip
 
     def rows(self, workdir: Path) -> list[Row]:
