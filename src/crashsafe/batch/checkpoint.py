@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from crashsafe.batch.items import paused_gc
+from crashsafe.collector import paused_gc
 from crashsafe.errors import ConfigError, WorkerBusyError
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from crashsafe.collector import rarer_gc
 from crashsafe.crawl.extract import LinkFilter
 from crashsafe.crawl.fetch import fetch, new_session
 from crashsafe.crawl.pages import PageProcessor
@@ -231,7 +232,8 @@ class Crawler:
         try:
             async with GracefulInterrupts(self._on_signal, enabled=self.handle_signals):
                 await self._db.start()
-                return await self._run(started)
+                with rarer_gc():
+                    return await self._run(started)
         finally:
             with contextlib.suppress(Exception):
                 await self._call(self.store.unregister_worker)

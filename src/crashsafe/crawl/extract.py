@@ -17,8 +17,14 @@ class ParseError(Exception):
     """The spider's code raised, or yielded something crashsafe cannot store."""
 
 
+CANONICAL_CACHE = 20_000  # links remembered; then the cache starts over
+
+
 class LinkFilter:
-    """Decides which links enter the frontier, in canonical form."""
+    """Decides which links enter the frontier, in canonical form.
+
+    Answers are cached: most pages of a site repeat the same menus, pagers and footers.
+    """
 
     def __init__(self, settings: CrawlSettings, start_urls: Iterable[str]) -> None:
         self.strip = settings.strip_query_params
@@ -27,6 +33,7 @@ class LinkFilter:
         if domains is None:
             domains = tuple({urlsplit(u).hostname or "" for u in start_urls} - {""})
         self.domains = tuple(d.lower().lstrip(".") for d in domains)
+        self._canonical: dict[str, str | None] = {}
 
     def host_allowed(self, url: str) -> bool:
         return self._allowed(urlsplit(url).hostname)
@@ -37,10 +44,20 @@ class LinkFilter:
 
     def canonical(self, url: str) -> str | None:
         """The canonical form of ``url``, or None if it is not to be crawled."""
+        cache = self._canonical
+        try:
+            return cache[url]
+        except KeyError:
+            pass
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not self._allowed(parts.hostname):
-            return None
-        return canonical_url(url, strip_params=self.strip)
+            result = None
+        else:
+            result = canonical_url(url, strip_params=self.strip)
+        if len(cache) >= CANONICAL_CACHE:
+            cache.clear()
+        cache[url] = result
+        return result
 
     def new_url(self, link: Link, depth: int) -> NewUrl | None:
         if self.max_depth is not None and depth > self.max_depth:

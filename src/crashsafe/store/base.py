@@ -10,11 +10,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, Protocol, TypeVar
 
 Outcome = Literal["done", "retry", "failed", "skipped"]
+C = TypeVar("C", bound=type)
+
+
+def pickled_as_tuple(cls: C) -> C:
+    """Pickle a slotted dataclass as ``cls(*fields)``: the default goes through
+    ``dataclasses.fields`` for every object, which was 4 % of a crawl's CPU (these values
+    cross to the store process and back for every page)."""
+    names = [f.name for f in fields(cls)]
+    values = operator.attrgetter(*names)
+
+    def __reduce__(self: Any) -> tuple[type, tuple[Any, ...]]:
+        return cls, values(self)
+
+    cls.__reduce__ = __reduce__  # type: ignore[assignment]
+    return cls
 
 
 def canonical_json(data: Any) -> str:
@@ -22,6 +38,7 @@ def canonical_json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+@pickled_as_tuple
 @dataclass(frozen=True, slots=True)
 class NewUrl:
     """A URL to add to the frontier; ``url`` must already be canonical."""
@@ -32,6 +49,7 @@ class NewUrl:
     priority: int = 0
 
 
+@pickled_as_tuple
 @dataclass(frozen=True, slots=True)
 class Lease:
     """A URL granted to one worker until ``expires`` (or until that worker dies)."""
@@ -44,6 +62,7 @@ class Lease:
     grant_id: int
 
 
+@pickled_as_tuple
 @dataclass(frozen=True, slots=True)
 class RecordRow:
     """A record ready to be stored: id computed, data serialised and hashed."""
@@ -62,6 +81,7 @@ class RecordRow:
         return cls(id=id, source=source, key=key, url=url, data_json=text, content_hash=digest)
 
 
+@pickled_as_tuple
 @dataclass(frozen=True, slots=True)
 class PageOutcome:
     """What became of one leased URL; committed in one transaction with its records.

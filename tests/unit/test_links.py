@@ -1,0 +1,33 @@
+"""LinkFilter: which links enter the frontier, and in which form (cached or not)."""
+
+from __future__ import annotations
+
+import pytest
+
+from crashsafe.crawl import extract
+from crashsafe.crawl.extract import LinkFilter
+from crashsafe.crawl.settings import CrawlSettings
+from crashsafe.ids import canonical_url
+
+CASES = {
+    "http://A.example.com:80/x?utm_source=n&b=2&a=1#top": "http://a.example.com/x?a=1&b=2",
+    "https://example.com/p/1": "https://example.com/p/1",
+    "http://elsewhere.org/p": None,  # not an allowed domain
+    "mailto:shop@example.com": None,
+    "ftp://example.com/file": None,
+}
+
+
+def test_canonical_links_and_refusals_are_the_same_from_the_cache() -> None:
+    links = LinkFilter(CrawlSettings(), ["https://example.com/"])
+    for _ in range(3):
+        assert {url: links.canonical(url) for url in CASES} == CASES
+
+
+def test_the_cache_is_bounded_and_stays_right(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(extract, "CANONICAL_CACHE", 10)
+    links = LinkFilter(CrawlSettings(), ["https://example.com/"])
+    urls = [f"https://example.com/p/{n}?utm_medium=x&z=1" for n in range(35)]
+    for url in urls * 2:
+        assert links.canonical(url) == canonical_url(url)
+        assert len(links._canonical) <= 10
