@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/where_time_goes.py [--products 10000] [--latency-ms 0]
                                                    [--concurrency 16] [--pager 10]
+                                                   [--lease-ahead 0]
 
 Starts the demo shop in its own process and crawls it in this process with a Crawler
 whose hooks only take times: every millisecond it samples what the ``concurrency`` slots
@@ -109,6 +110,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--pager", type=int, default=10)
+    parser.add_argument("--lease-ahead", type=int, default=0)
     args = parser.parse_args()
     listings = max(1, args.products // 20)
     options = ShopOptions(
@@ -116,7 +118,9 @@ def main() -> None:
     )
     with ShopProcess(options) as shop, tempfile.TemporaryDirectory() as tmp:
         store = open_store(f"sqlite:///{Path(tmp) / 'crawl.db'}")
-        settings = DemoShop.crawl_settings(concurrency=args.concurrency)
+        settings = DemoShop.crawl_settings(
+            concurrency=args.concurrency, lease_ahead=args.lease_ahead
+        )
         crawler = TimedCrawler(
             DemoShop(), store, settings=settings, start_urls=[f"{shop.url}/list/0"]
         )
@@ -130,10 +134,11 @@ def main() -> None:
     per_commit = sum(n for _, n in crawler.round_trips) / max(1, len(trips))
     print(
         f"{pages:,} pages in {wall:.2f} s ({pages / wall:,.0f} pages/s), latency "
-        f"{args.latency_ms:g} ms, concurrency {args.concurrency}, pager {args.pager}"
+        f"{args.latency_ms:g} ms, concurrency {args.concurrency}, lease ahead "
+        f"{args.lease_ahead}, pager {args.pager}"
     )
     print(
-        f"slots, sampled every ms: {working:.1f} fetching or parsing, {queued:.1f} queued "
+        f"pages, sampled every ms: {working:.1f} fetching or parsing, {queued:.1f} queued "
         f"for a commit, {committing:.1f} in the commit under way"
     )
     print(f"per page, fetch + parse: {ms(crawler.page_work)}")
