@@ -3,7 +3,8 @@
     .venv/bin/pip install -e '.[bench]'
     .venv/bin/python benchmarks/peers.py [--products 10000] [--latency-ms 0 20]
                                          [--concurrency 16] [--also-concurrency 64]
-                                         [--pager 10] [--repeat 3] [--only NAME ...]
+                                         [--pager 10] [--repeat 3] [--workers N]
+                                         [--only NAME ...]
 
 For each latency, the demo shop runs in its own process and every contender crawls it
 from scratch as a subprocess, ``--repeat`` times, interleaved: crashsafe (fsync'd SQLite
@@ -14,7 +15,9 @@ up front (aiohttp + parsel + grouped SQLite commits), i.e. the work without a cr
 crashsafe runs twice per concurrency c: with the default ``lease_ahead`` 0 (a page holds
 its slot until its commit, a kill repeats at most c pages) and with ``lease_ahead`` c (at
 most c requests at a time, but up to 2c pages between lease and commit).
-``--only`` keeps the contenders whose name contains one of the given words.
+``--workers N`` adds crashsafe with ``crawl --workers N`` at each concurrency (lease
+ahead, N processes of concurrency/N pages each). ``--only`` keeps the contenders whose
+name contains one of the given words.
 Each listing links the ``--pager`` listings after it, like a page-number bar, so that at
 latency no crawler waits on a chain of 500 listings.
 Prints medians of pages/s, CPU seconds per 1 000 pages (the contender's processes and
@@ -41,16 +44,17 @@ from crashsafe.demo.shop import ShopOptions  # noqa: E402
 PY = sys.executable
 
 
-def crashsafe(base: str, db: Path, c: int, ahead: int = 0) -> list[str]:
+def crashsafe(base: str, db: Path, c: int, ahead: int = 0, workers: int = 1) -> list[str]:
     return [
         PY, "-m", "crashsafe", "crawl", "crashsafe.demo.spider:DemoShop", "--no-progress",
         "--db", f"sqlite:///{db}", "--start-url", f"{base}/list/0",
-        "--concurrency", str(c), "--set", f"lease_ahead={ahead}",
+        "--concurrency", str(c // workers), "--set", f"lease_ahead={ahead // workers}",
+        "--workers", str(workers),
     ]  # fmt: skip
 
 
 def contenders(
-    base: str, tmp: Path, c: int, listings: int, also: list[int]
+    base: str, tmp: Path, c: int, listings: int, also: list[int], workers: int
 ) -> dict[str, list[str]]:
     peers = HERE / "peers"
     runs = {
@@ -70,6 +74,11 @@ def contenders(
         runs[f"crashsafe c={n} ahead {n}"] = crashsafe(base, tmp / f"ahead-{n}.db", n, n)
         runs[f"ceiling c={n}"] = [PY, str(peers / "ceiling.py"), base, str(listings), "20",
                                   str(n), str(tmp / f"ceiling-{n}.db")]  # fmt: skip
+    if workers > 1:
+        for n in (c, *also):
+            runs[f"crashsafe c={n} ahead {n} {workers} workers"] = crashsafe(
+                base, tmp / f"workers-{n}.db", n, n, workers
+            )
     missing = [m for m in ("scrapy", "crawlee") if importlib.util.find_spec(m) is None]
     for name in missing:
         print(f"({name} is not installed: pip install -e '.[bench]'; skipping it)")
@@ -85,6 +94,7 @@ def main() -> None:
     parser.add_argument("--also-concurrency", type=int, nargs="*", default=[64])
     parser.add_argument("--pager", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--only", nargs="+", default=[], metavar="NAME")
     args = parser.parse_args()
     listings = max(1, args.products // 20)
@@ -99,7 +109,12 @@ def main() -> None:
             for rep in range(args.repeat):
                 with tempfile.TemporaryDirectory(prefix="crashsafe-peers-") as tmp:
                     runs = contenders(
-                        shop.url, Path(tmp), args.concurrency, listings, args.also_concurrency
+                        shop.url,
+                        Path(tmp),
+                        args.concurrency,
+                        listings,
+                        args.also_concurrency,
+                        args.workers,
                     )
                     if args.only:
                         runs = {k: v for k, v in runs.items() if any(w in k for w in args.only)}

@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import os
+import socket
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
@@ -67,6 +70,14 @@ def report_result(result: CrawlResult, db_url: str) -> None:
 @click.option("--max-attempts", type=click.IntRange(min=1), help="Fetches before a URL fails.")
 @click.option("--start-url", "start_urls", multiple=True, help="Replace the spider's start_urls.")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="Any crawl setting.")
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Crawl processes (e.g. one per core), each with --concurrency pages; SQLite only.",
+)
+@click.option("--store-fd", type=int, hidden=True)  # a worker of --workers: its store socket
 @click.option("--no-progress", is_flag=True, help="No live progress line.")
 def crawl(
     spider: str,
@@ -76,6 +87,8 @@ def crawl(
     max_attempts: int | None,
     start_urls: tuple[str, ...],
     sets: tuple[str, ...],
+    workers: int,
+    store_fd: int | None,
     no_progress: bool,
 ) -> None:
     """Crawl with SPIDER (path/file.py[:Class] or module:Class) until nothing is left.
@@ -88,26 +101,66 @@ def crawl(
 
     spider_cls = load_spider(spider)
     overrides = parse_sets(sets)
-    for name, value in (
-        ("concurrency", concurrency),
-        ("lease_seconds", lease_seconds),
-        ("max_attempts", max_attempts),
-    ):
-        if value is not None:
-            overrides[name] = value
+    options = {
+        "concurrency": concurrency,
+        "lease_seconds": lease_seconds,
+        "max_attempts": max_attempts,
+    }
+    overrides.update((name, value) for name, value in options.items() if value is not None)
     settings = spider_cls.crawl_settings(**overrides)
+    progress = not no_progress and sys.stderr.isatty()
     store = open_db(db_url, create=True)
+    if workers > 1:
+        if not db_url.startswith("sqlite:") or os.name != "posix":
+            store.close()
+            raise ConfigError(
+                "--workers needs an sqlite: database on Linux or macOS; elsewhere, start "
+                "`crashsafe crawl` once per worker on the same database"
+            )
+        args = [spider, "--db", db_url, *(f"--start-url={u}" for u in start_urls)]
+        args += [f"--set={pair}" for pair in sets]
+        args += [f"--{k.replace('_', '-')}={v}" for k, v in options.items() if v is not None]
+        with contextlib.closing(store):
+            run_as_workers(workers, args, db_url, spider_cls.name, progress)
+        return
     try:
         crawler = Crawler(
             spider_cls(),
             store,
             settings=settings,
             start_urls=list(start_urls) or None,
-            progress=not no_progress and sys.stderr.isatty(),
+            progress=progress,
+            store_server=None if store_fd is None else socket.socket(fileno=store_fd),
         )
         result = aio.run(crawler.run())
     finally:
         store.close()
+    if store_fd is not None:  # a worker: the command that started it reports
+        sys.exit(130 if result.interrupted else 0)
+    report_result(result, db_url)
+
+
+def run_as_workers(n: int, args: list[str], db_url: str, crawl: str, progress: bool) -> None:
+    from crashsafe.cli.workers import how_it_ended, run_workers
+    from crashsafe.crawl.engine import CrawlResult
+    from crashsafe.store import open_store
+
+    started = time.monotonic()
+    codes = run_workers(n, args, db_url, progress=progress)
+    store = open_store(db_url)
+    try:
+        stats = store.stats(crawl)
+    finally:
+        store.close()
+    broken = [(i, code) for i, code in enumerate(codes, 1) if code not in (0, 130)]
+    for i, code in broken:
+        click.echo(f"worker {i} of {n} {how_it_ended(code)}", err=True)
+    result = CrawlResult(any(code == 130 for code in codes), time.monotonic() - started, stats)
+    # A worker ends with 0 only once the whole crawl is complete (or it is interrupted).
+    if broken and not any(code in (0, 130) for code in codes):
+        click.echo(summary(result), err=True)
+        click.echo("Run the same command again to resume.", err=True)
+        sys.exit(1)
     report_result(result, db_url)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -67,6 +68,8 @@ class Crawler:
         handle_signals: install SIGINT/SIGTERM handlers for a graceful stop.
         store_process: serve the store from a child process (default: yes for SQLite on
             POSIX) instead of a thread; the store object is then only used for its ``url``.
+        store_server: a socket to a running ``store.process.serve`` loop (``crashsafe
+            crawl --workers``) to send the store calls to instead.
     """
 
     def __init__(
@@ -79,6 +82,7 @@ class Crawler:
         progress: bool = False,
         handle_signals: bool = True,
         store_process: bool | None = None,
+        store_server: socket.socket | None = None,
     ) -> None:
         if not spider.name:
             raise ConfigError(f"spider {type(spider).__name__} needs a name = '...'")
@@ -89,7 +93,7 @@ class Crawler:
         self.start_urls = list(start_urls or spider.start_urls)
         self.show_progress = progress
         self.handle_signals = handle_signals
-        self._db = store_runner(store, store_process)
+        self._db = store_runner(store, store_process, server=store_server)
         self._inflight: dict[asyncio.Task[None], _InFlight] = {}  # leased, not committed
         self._max_leased = self.settings.concurrency + self.settings.lease_ahead
         self._requests = asyncio.Semaphore(self.settings.concurrency)

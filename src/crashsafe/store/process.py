@@ -11,6 +11,12 @@ The process speaks length-prefixed pickles over a socket pair and answers in the
 it got the calls. It ignores SIGINT/SIGTERM (the crawler decides when to stop and still
 needs its store to commit and give leases back) and exits when its socket closes: when
 the crawler is done, or killed. Its liveness lock (``register_worker``) dies with it.
+
+:func:`serve` also answers several crawl processes at once, each on its own socket with
+a store object of its own (``crashsafe crawl --workers N``: the parent serves, the
+workers crawl): their calls run one at a time, so they never wait on each other's
+SQLite write lock, and a worker that disappears has its store closed, which frees its
+liveness lock for the others to reclaim its leases.
 """
 
 from __future__ import annotations
@@ -21,12 +27,13 @@ import contextlib
 import functools
 import os
 import pickle
+import selectors
 import signal
 import socket
 import struct
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -52,10 +59,15 @@ def _split(
     return fn.__name__, args, kwargs
 
 
-def store_runner(store: Store, in_process: bool | None = None) -> StoreThread | StoreProcess:
-    """How the crawl calls ``store``: in a child process (the default for a store that a
+def store_runner(
+    store: Store, in_process: bool | None = None, *, server: socket.socket | None = None
+) -> StoreThread | StoreProcess:
+    """How the crawl calls ``store``: through ``server`` (a socket to a :func:`serve`
+    loop that is already running), in a child process (the default for a store that a
     child can open again from its URL, on POSIX: the socket is passed by descriptor) or
     on a thread."""
+    if server is not None:
+        return StoreProcess(store, server)
     if in_process is None:
         in_process = store.url.startswith("sqlite:") and os.name == "posix"
     return StoreProcess(store) if in_process else StoreThread(store)
@@ -126,13 +138,15 @@ class _Answers(asyncio.Protocol):
 
 
 class StoreProcess:
-    """Store calls served by a child process that opens the store at ``store.url``.
+    """Store calls served by a child process that opens the store at ``store.url``, or
+    by the :func:`serve` loop at the other end of ``server``.
 
-    Each request goes out at once; the child answers in the order it got them.
+    Each request goes out at once; the server answers in the order it got them.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, server: socket.socket | None = None) -> None:
         self.store = store
+        self._server = server
         self._proc: subprocess.Popen[bytes] | None = None
         self._transport: asyncio.Transport | None = None
         self._answers = _Answers(store.url, self._how_it_ended)
@@ -149,6 +163,14 @@ class StoreProcess:
         return f"exit code {code}"
 
     async def start(self) -> None:
+        ours = self._server if self._server is not None else self._spawn()
+        opened = self._expect()  # its first answer: the store opened (or why it did not)
+        loop = asyncio.get_running_loop()
+        # Waiting before connecting: a server already running answers as soon as it can.
+        self._transport, _ = await loop.create_unix_connection(lambda: self._answers, sock=ours)
+        await opened
+
+    def _spawn(self) -> socket.socket:
         ours, theirs = socket.socketpair()
         with theirs:
             self._proc = subprocess.Popen(
@@ -158,9 +180,7 @@ class StoreProcess:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # Ctrl-C in a terminal reaches the crawler only
             )  # fmt: skip
-        loop = asyncio.get_running_loop()
-        self._transport, _ = await loop.create_unix_connection(lambda: self._answers, sock=ours)
-        await self._expect()  # the store opened (or why it did not)
+        return ours
 
     def _expect(self) -> asyncio.Future[Any]:
         if self._answers.lost:
@@ -211,36 +231,65 @@ def _send(sock: socket.socket, ok: bool, value: Any) -> None:
     sock.sendall(_HEADER.pack(len(data)) + data)
 
 
-def serve(fd: int, url: str) -> None:
-    """The child's main loop: answer calls until the socket closes."""
+def _answer(sock: socket.socket, store: Store) -> bool:
+    """Read one call from ``sock``, run it on ``store``, send the answer; False once the
+    crawler at the other end is gone."""
+    try:
+        header = _recv_exact(sock, _HEADER.size)
+        body = None if header is None else _recv_exact(sock, _HEADER.unpack(header)[0])
+        if body is None:
+            return False
+        name, args, kwargs = pickle.loads(body)
+        try:
+            value = getattr(store, name)(*args, **kwargs)
+        except Exception as exc:
+            _send(sock, False, exc)
+        else:
+            _send(sock, True, value)
+        return True
+    except (BrokenPipeError, ConnectionResetError):
+        return False
+
+
+def serve(socks: Sequence[socket.socket], url: str) -> None:
+    """Answer the crawlers at the other end of ``socks``, each with a store of its own
+    opened at ``url``, until every socket has closed. A crawler that goes away has its
+    store closed at once (its liveness lock with it); the others are served on."""
     from crashsafe.store import open_store
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)
-    sock = socket.socket(fileno=fd)
+    stores: dict[socket.socket, Store] = {}
     try:
-        store = open_store(url, create=False)
-    except Exception as exc:
-        _send(sock, False, exc)
-        return
-    try:
-        _send(sock, True, None)
-        while (header := _recv_exact(sock, _HEADER.size)) is not None:
-            body = _recv_exact(sock, _HEADER.unpack(header)[0])
-            if body is None:
-                break
-            name, args, kwargs = pickle.loads(body)
+        for sock in socks:
             try:
-                value = getattr(store, name)(*args, **kwargs)
+                stores[sock] = open_store(url, create=False)
             except Exception as exc:
-                _send(sock, False, exc)
-            else:
-                _send(sock, True, value)
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # the crawler is gone
+                with contextlib.suppress(OSError):
+                    _send(sock, False, exc)
+                sock.close()
+                continue
+            _send(sock, True, None)
+        with selectors.DefaultSelector() as ready:
+            for sock in stores:
+                ready.register(sock, selectors.EVENT_READ, data=sock)
+            while stores:
+                if len(stores) == 1:  # no one to take turns with: block on the socket
+                    [(sock, store)] = stores.items()
+                    while _answer(sock, store):
+                        pass
+                    finished = [sock]
+                else:
+                    readable = [key.data for key, _ in ready.select()]
+                    finished = [sock for sock in readable if not _answer(sock, stores[sock])]
+                for sock in finished:
+                    ready.unregister(sock)
+                    stores.pop(sock).close()
+                    sock.close()
     finally:
-        store.close()
+        for store in stores.values():
+            store.close()
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), sys.argv[2])
+    for _sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(_sig, signal.SIG_IGN)
+    serve([socket.socket(fileno=int(sys.argv[1]))], sys.argv[2])
