@@ -14,8 +14,6 @@ from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from crashsafe import aio
 from crashsafe.cli.options import db_option, fmt_seconds, open_db
@@ -24,6 +22,8 @@ from crashsafe.errors import ConfigError
 from crashsafe.store import CrawlStats, Store, StoredRecord
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from crashsafe.crawl.engine import CrawlResult
 
 INTERRUPTED = "Interrupted: run the same command again to resume."
@@ -165,6 +165,8 @@ def run_as_workers(n: int, args: list[str], db_url: str, crawl: str, progress: b
 
 
 def stats_table(rows: list[CrawlStats]) -> Table:
+    from rich.table import Table
+
     table = Table(title="crawls")
     cols = ["crawl", "pending", "leased", "done", "failed", "records", "lease grants"]
     cols += ["requests", "retries", "repeated", "requests/record"]
@@ -212,6 +214,8 @@ def status(db_url: str, crawl_name: str | None, as_json: bool) -> None:
         click.echo(f"no crawls in {db_url}")
     else:
         # Piped output keeps whole column names instead of the 80-column default.
+        from rich.console import Console
+
         Console(width=None if sys.stdout.isatty() else 160).print(stats_table(rows))
 
 

@@ -19,20 +19,24 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from crashsafe.collector import rarer_gc
 from crashsafe.crawl.extract import LinkFilter
-from crashsafe.crawl.fetch import fetch, new_session
-from crashsafe.crawl.pages import PageProcessor
 from crashsafe.crawl.politeness import ROBOTS_MAX_AGE, HostSlots, Robots
-from crashsafe.crawl.progress import Progress
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Spider
 from crashsafe.errors import ConfigError, StoreError
 from crashsafe.interrupts import GracefulInterrupts
 from crashsafe.store import CrawlStats, Lease, NewUrl, PageOutcome, Store
 from crashsafe.store.process import store_runner
+
+if TYPE_CHECKING:
+    from crashsafe.crawl.pages import PageProcessor
+
+# aiohttp (fetch, pages) and rich (progress) are imported when a crawl runs, not with this
+# module: a Crawler starts its store process when it is made, and that process gets
+# going while they load.
 
 T = TypeVar("T")
 IDLE_POLL = 0.5  # seconds between looks at the frontier when nothing is due
@@ -249,6 +253,9 @@ class Crawler:
         links = LinkFilter(self.settings, self.start_urls)
         starts = [links.canonical(u) for u in self.start_urls]
         await self._call(self.store.enqueue, self.crawl, [NewUrl(u, 0) for u in starts if u])
+        from crashsafe.crawl.fetch import new_session
+        from crashsafe.crawl.pages import PageProcessor
+
         async with new_session(self.settings) as session:
             processor = PageProcessor(
                 spider=self.spider,
@@ -277,6 +284,8 @@ class Crawler:
             await self._call(self.store.put_robots, self.crawl, origin, body)
 
         async def download(url: str) -> tuple[int, str]:
+            from crashsafe.crawl.fetch import fetch
+
             resp = await fetch(session, url, self.settings)
             return resp.status, resp.body.decode("utf-8", "replace")
 
@@ -286,7 +295,11 @@ class Crawler:
         s = self.settings
         committer = asyncio.create_task(self._committer())
         renewer = asyncio.create_task(self._renew_leases())
-        progress = Progress(self.crawl, self.store, self._call) if self.show_progress else None
+        progress = None
+        if self.show_progress:
+            from crashsafe.crawl.progress import Progress
+
+            progress = Progress(self.crawl, self.store, self._call)
         if progress:
             progress.start()
         min_batch = max(1, s.concurrency // 4)

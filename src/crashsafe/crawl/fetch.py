@@ -17,23 +17,22 @@ import aiohttp
 from multidict import CIMultiDictProxy
 from yarl import URL
 
+from crashsafe.crawl.fetch_errors import FetchError, PermanentFetchError, TransientFetchError
 from crashsafe.crawl.settings import CrawlSettings
+
+__all__ = [
+    "REDIRECTS",
+    "FetchError",
+    "PermanentFetchError",
+    "Response",
+    "TransientFetchError",
+    "fetch",
+    "new_session",
+]
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 # Only characters that may stand in an already percent-encoded URL (RFC 3986).
 _ENCODED = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
-
-
-class FetchError(Exception):
-    """A fetch produced no response to parse."""
-
-
-class TransientFetchError(FetchError):
-    """Worth retrying: timeout, refused or reset connection."""
-
-
-class PermanentFetchError(FetchError):
-    """Retrying will not help: too many redirects, response too large."""
 
 
 @dataclass(frozen=True, slots=True)

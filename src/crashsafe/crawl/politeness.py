@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from protego import Protego
 
-from crashsafe.crawl.fetch import TransientFetchError
+from crashsafe.crawl.fetch_errors import TransientFetchError
 
 ROBOTS_MAX_AGE = 24 * 3600.0
 

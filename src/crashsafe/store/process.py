@@ -146,10 +146,12 @@ class StoreProcess:
 
     def __init__(self, store: Store, server: socket.socket | None = None) -> None:
         self.store = store
-        self._server = server
         self._proc: subprocess.Popen[bytes] | None = None
         self._transport: asyncio.Transport | None = None
         self._answers = _Answers(store.url, self._how_it_ended)
+        # Started now, not in ``start``: the child imports and opens the store while the
+        # crawl is still getting ready (it exits by itself if nobody ever connects).
+        self._socket = server if server is not None else self._spawn()
 
     def _how_it_ended(self) -> str:
         code = None
@@ -163,7 +165,7 @@ class StoreProcess:
         return f"exit code {code}"
 
     async def start(self) -> None:
-        ours = self._server if self._server is not None else self._spawn()
+        ours = self._socket
         opened = self._expect()  # its first answer: the store opened (or why it did not)
         loop = asyncio.get_running_loop()
         # Waiting before connecting: a server already running answers as soon as it can.
@@ -202,6 +204,8 @@ class StoreProcess:
         if self._transport is not None:
             self._transport.close()
             self._transport = None
+        else:
+            self._socket.close()  # never started: the child sees it close and exits
         if self._proc is not None:
             for _ in range(500):  # it exits as soon as it sees the socket close
                 if self._proc.poll() is not None:

@@ -1,0 +1,16 @@
+"""How a fetch can fail, as the engine acts on it (kept apart from ``fetch.py`` so that
+modules raising them need not import aiohttp)."""
+
+from __future__ import annotations
+
+
+class FetchError(Exception):
+    """A fetch produced no response to parse."""
+
+
+class TransientFetchError(FetchError):
+    """Worth retrying: timeout, refused or reset connection."""
+
+
+class PermanentFetchError(FetchError):
+    """Retrying will not help: too many redirects, response too large."""
