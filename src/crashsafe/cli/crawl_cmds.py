@@ -121,7 +121,7 @@ def crawl(
         args += [f"--set={pair}" for pair in sets]
         args += [f"--{k.replace('_', '-')}={v}" for k, v in options.items() if v is not None]
         with contextlib.closing(store):
-            run_as_workers(workers, args, db_url, spider_cls.name, progress)
+            run_as_workers(store, spider_cls.name, workers, args, progress)
         return
     try:
         crawler = Crawler(
@@ -140,18 +140,14 @@ def crawl(
     report_result(result, db_url)
 
 
-def run_as_workers(n: int, args: list[str], db_url: str, crawl: str, progress: bool) -> None:
+def run_as_workers(store: Store, crawl: str, n: int, args: list[str], progress: bool) -> None:
+    """``crawl --workers n``: run the workers, then report for the whole crawl."""
     from crashsafe.cli.workers import how_it_ended, run_workers
     from crashsafe.crawl.engine import CrawlResult
-    from crashsafe.store import open_store
 
     started = time.monotonic()
-    codes = run_workers(n, args, db_url, progress=progress)
-    store = open_store(db_url)
-    try:
-        stats = store.stats(crawl)
-    finally:
-        store.close()
+    codes = run_workers(n, args, store.url, progress=progress)
+    stats = store.stats(crawl)
     broken = [(i, code) for i, code in enumerate(codes, 1) if code not in (0, 130)]
     for i, code in broken:
         click.echo(f"worker {i} of {n} {how_it_ended(code)}", err=True)
@@ -161,7 +157,7 @@ def run_as_workers(n: int, args: list[str], db_url: str, crawl: str, progress: b
         click.echo(summary(result), err=True)
         click.echo("Run the same command again to resume.", err=True)
         sys.exit(1)
-    report_result(result, db_url)
+    report_result(result, store.url)
 
 
 def stats_table(rows: list[CrawlStats]) -> Table:
