@@ -115,3 +115,12 @@ def test_a_killed_worker_is_taken_over_by_the_others(
     row = check_catalogue(site, db_url)
     assert row["leased"] == 0
     assert get_json(f"{site.url}/stats")["repeated"] <= CONCURRENCY
+
+
+def test_workers_get_the_commands_settings(shop: Callable[..., ShopThread], db_url: str) -> None:
+    site = shop(listings=3, per_listing=2)
+    args = crawl_args(site, db_url, "--workers", "2", "--set", "max_depth=0", "--max-attempts=1")
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr
+    [row] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
+    assert row["done"] == 1  # max_depth=0 reached both workers: only the start page
