@@ -1,0 +1,40 @@
+"""The benchmark scripts still run (tiny sizes; no timing is asserted, only that each
+contender crawled every page and the tables print)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def run(script: str, *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_peers_prints_the_side_by_side_table() -> None:
+    out = run(
+        "peers.py", "--products", "40", "--repeat", "1", "--latency-ms", "0",
+        "--also-concurrency", "--workers", "2", "--only", "crashsafe", "ceiling",
+    )  # fmt: skip
+    counted = out.split("requests the shop counted (last run): ")[1].splitlines()[0]
+    contenders = [
+        "crashsafe c=16", "crashsafe c=16 ahead 16", "ceiling c=16",
+        "crashsafe c=16 ahead 16 2 workers",
+    ]  # fmt: skip
+    for name in contenders:
+        assert f"\n{name} " in out  # a row of the table
+        assert f"{name} 42" in counted  # 2 listings + 40 products, each fetched once
+
+
+def test_where_time_goes_accounts_for_every_page() -> None:
+    out = run("where_time_goes.py", "--products", "40", "--lease-ahead", "4")
+    assert out.startswith("42 pages in ")
+    assert "store round trips:" in out and "event loop thread CPU:" in out
