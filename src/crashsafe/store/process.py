@@ -265,13 +265,19 @@ def serve(socks: Sequence[socket.socket], url: str) -> None:
     try:
         for sock in socks:
             try:
-                stores[sock] = open_store(url, create=False)
+                store = open_store(url, create=False)
             except Exception as exc:
                 with contextlib.suppress(OSError):
                     _send(sock, False, exc)
                 sock.close()
                 continue
-            _send(sock, True, None)
+            try:
+                _send(sock, True, None)
+            except OSError:  # that crawler is gone already
+                store.close()
+                sock.close()
+                continue
+            stores[sock] = store
         with selectors.DefaultSelector() as ready:
             for sock in stores:
                 ready.register(sock, selectors.EVENT_READ, data=sock)
