@@ -65,7 +65,7 @@ def report_result(result: CrawlResult, db_url: str) -> None:
 @click.command()
 @click.argument("spider")
 @db_option()
-@click.option("--concurrency", type=click.IntRange(min=1), help="Pages in flight (default 16).")
+@click.option("--concurrency", type=click.IntRange(min=1), help="Requests in flight (default 16).")
 @click.option("--lease-seconds", type=click.FloatRange(min=0.1), help="Lease length (default 60).")
 @click.option("--max-attempts", type=click.IntRange(min=1), help="Fetches before a URL fails.")
 @click.option("--start-url", "start_urls", multiple=True, help="Replace the spider's start_urls.")

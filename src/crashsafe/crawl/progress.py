@@ -27,7 +27,7 @@ def progress_line(stats: CrawlStats, rate: float | None) -> Text:
     if rate is not None:
         line.append(f"{rate:,.0f}/s  ")
     line.append(f"records {stats.records:,}  ", style="green")
-    line.append(f"in flight {stats.leased}  retries {stats.retries}  ")
+    line.append(f"leased {stats.leased}  retries {stats.retries}  ")
     line.append(f"failed {stats.failed}", style="red" if stats.failed else "")
     if stats.repeated:
         line.append(f"  repeated {stats.repeated}", style="yellow")
