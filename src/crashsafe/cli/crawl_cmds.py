@@ -142,15 +142,17 @@ def crawl(
 
 def run_as_workers(store: Store, crawl: str, n: int, args: list[str], progress: bool) -> None:
     """``crawl --workers n``: run the workers, then report for the whole crawl."""
-    from crashsafe.cli.workers import how_it_ended, run_workers
+    from crashsafe.cli.workers import run_workers
     from crashsafe.crawl.engine import CrawlResult
+    from crashsafe.store.process import how_it_ended
 
     started = time.monotonic()
     codes = run_workers(n, args, store.url, progress=progress)
     stats = store.stats(crawl)
     broken = [(i, code) for i, code in enumerate(codes, 1) if code not in (0, 130)]
     for i, code in broken:
-        click.echo(f"worker {i} of {n} {how_it_ended(code)}", err=True)
+        was = "was " if code < 0 else ""  # "was killed by signal 9", "exited with code 1"
+        click.echo(f"worker {i} of {n} {was}{how_it_ended(code)}", err=True)
     result = CrawlResult(any(code == 130 for code in codes), time.monotonic() - started, stats)
     # A worker ends with 0 only once the whole crawl is complete (or it is interrupted).
     if broken and not any(code in (0, 130) for code in codes):

@@ -25,12 +25,6 @@ from types import FrameType
 from crashsafe.store.process import serve
 
 
-def how_it_ended(code: int) -> str:
-    if code < 0:
-        return f"was killed by signal {-code}" + ("; out of memory?" if code == -9 else "")
-    return f"exited with code {code}"
-
-
 def run_workers(n: int, crawl_args: Sequence[str], db_url: str, *, progress: bool) -> list[int]:
     """Run ``crashsafe crawl *crawl_args`` in ``n`` processes, serve their store at
     ``db_url`` until all have ended, and return their exit codes (negative: a signal).

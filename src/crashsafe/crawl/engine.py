@@ -273,6 +273,8 @@ class Crawler:
         return CrawlResult(interrupted, time.monotonic() - started, stats)
 
     def _robots(self, session: Any) -> Robots:
+        from crashsafe.crawl.fetch import fetch
+
         async def load(origin: str) -> str | None:
             return await self._call(
                 functools.partial(self.store.get_robots, max_age=ROBOTS_MAX_AGE),
@@ -284,8 +286,6 @@ class Crawler:
             await self._call(self.store.put_robots, self.crawl, origin, body)
 
         async def download(url: str) -> tuple[int, str]:
-            from crashsafe.crawl.fetch import fetch
-
             resp = await fetch(session, url, self.settings)
             return resp.status, resp.body.decode("utf-8", "replace")
 
@@ -300,7 +300,6 @@ class Crawler:
             from crashsafe.crawl.progress import Progress
 
             progress = Progress(self.crawl, self.store, self._call)
-        if progress:
             progress.start()
         min_batch = max(1, s.concurrency // 4)
         last_reclaim = 0.0

@@ -59,6 +59,14 @@ def _split(
     return fn.__name__, args, kwargs
 
 
+def how_it_ended(code: int) -> str:
+    """A process's exit status in words: ``killed by signal 9; out of memory?``,
+    ``killed by signal 15``, ``exited with code 1``."""
+    if code < 0:
+        return f"killed by signal {-code}" + ("; out of memory?" if code == -9 else "")
+    return f"exited with code {code}"
+
+
 def store_runner(
     store: Store, in_process: bool | None = None, *, server: socket.socket | None = None
 ) -> StoreThread | StoreProcess:
@@ -158,11 +166,7 @@ class StoreProcess:
         if self._proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 code = self._proc.wait(0.5)
-        if code is None:
-            return "its socket closed"
-        if code < 0:
-            return f"killed by signal {-code}; out of memory?" if code == -9 else f"signal {-code}"
-        return f"exit code {code}"
+        return "its socket closed" if code is None else how_it_ended(code)
 
     async def start(self) -> None:
         ours = self._socket
