@@ -8,6 +8,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -102,6 +103,21 @@ def test_ctrl_c_stops_every_worker_gracefully(shop: Callable[..., ShopThread], d
     assert final.returncode == 0, final.stderr
     check_catalogue(site, db_url)
     assert get_json(f"{site.url}/stats")["repeated"] == 0  # a graceful stop repeats nothing
+
+
+def test_a_second_ctrl_c_aborts_every_worker_and_says_interrupted(
+    shop: Callable[..., ShopThread], db_url: str
+) -> None:
+    site, args, proc, _ = start_workers(shop, db_url)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "worker" not in err  # aborted on request: no worker is reported as failed
+    final = run_cli(*args)
+    assert final.returncode == 0, final.stderr
+    check_catalogue(site, db_url)
 
 
 def test_a_killed_worker_is_taken_over_by_the_others(

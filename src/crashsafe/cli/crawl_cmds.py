@@ -6,6 +6,7 @@ import contextlib
 import csv
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -149,13 +150,17 @@ def run_as_workers(store: Store, crawl: str, n: int, args: list[str], progress: 
     started = time.monotonic()
     codes = run_workers(n, args, store.url, progress=progress)
     stats = store.stats(crawl)
-    broken = [(i, code) for i, code in enumerate(codes, 1) if code not in (0, 130)]
+    # A worker exits 130 after a Ctrl-C; a second Ctrl-C may catch it after its own
+    # handler is gone, and the signal itself ends it: an interruption too, not a failure.
+    interrupted = {130, -signal.SIGINT, -signal.SIGTERM}
+    broken = [(i, code) for i, code in enumerate(codes, 1) if code not in interrupted | {0}]
     for i, code in broken:
         was = "was " if code < 0 else ""  # "was killed by signal 9", "exited with code 1"
         click.echo(f"worker {i} of {n} {was}{how_it_ended(code)}", err=True)
-    result = CrawlResult(any(code == 130 for code in codes), time.monotonic() - started, stats)
+    stopped = any(code in interrupted for code in codes)
+    result = CrawlResult(stopped, time.monotonic() - started, stats)
     # A worker ends with 0 only once the whole crawl is complete (or it is interrupted).
-    if broken and not any(code in (0, 130) for code in codes):
+    if broken and not stopped and 0 not in codes:
         click.echo(summary(result), err=True)
         click.echo("Run the same command again to resume.", err=True)
         sys.exit(1)
