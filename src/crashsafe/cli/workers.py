@@ -52,7 +52,11 @@ def run_workers(n: int, crawl_args: Sequence[str], db_url: str, *, progress: boo
             proc.wait()
         raise
 
+    interrupted = False
+
     def forward(sig: int, _frame: FrameType | None) -> None:
+        nonlocal interrupted
+        interrupted = True
         for proc in procs:
             if proc.poll() is None:
                 proc.send_signal(sig)
@@ -63,7 +67,10 @@ def run_workers(n: int, crawl_args: Sequence[str], db_url: str, *, progress: boo
         return [proc.wait() for proc in procs]
     finally:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            # Interrupted, the command only reports now and exits 130: a Ctrl-C more
+            # (the second of a double Ctrl-C, after the workers are gone) must not kill
+            # it half-way through its summary.
+            signal.signal(sig, signal.SIG_IGN if interrupted else handler)
         for proc in procs:  # only if serving failed: they cannot commit without us
             if proc.poll() is None:
                 proc.kill()
