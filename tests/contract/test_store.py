@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from crashsafe.store import Lease, NewUrl, PageOutcome, RecordRow, Store
+from crashsafe.store import STALE, Lease, NewUrl, PageOutcome, RecordRow, Store
 from tests.contract.conftest import PYTHON, SQLiteBackend
 
 C = "c"
@@ -67,8 +67,8 @@ def test_expired_lease_is_leased_again(store: Store) -> None:
 def test_renew_keeps_a_lease(store: Store) -> None:
     store.enqueue(C, [NewUrl("http://a/1")])
     owner = store.register_worker()
-    store.lease(C, owner, 1, 0.2)
-    assert store.renew(C, owner, 60) == 1
+    leases = store.lease(C, owner, 1, 0.2)
+    assert store.renew(C, leases, 60) == []  # none lost
     time.sleep(0.3)
     assert store.lease(C, owner, 1, 60) == []
 
@@ -185,11 +185,35 @@ def test_skipped_pages_are_done_without_a_request(store: Store) -> None:
     assert not store.due(C).open
 
 
-def test_robots_cache(store: Store) -> None:
-    assert store.get_robots(C, "http://a", max_age=60) is None
-    store.put_robots(C, "http://a", "User-agent: *\nDisallow: /x")
-    assert store.get_robots(C, "http://a", max_age=60) == "User-agent: *\nDisallow: /x"
-    assert store.get_robots(C, "http://a", max_age=-1) is None  # too old
+def test_robots_cache(open_stores: Callable[[], Store]) -> None:
+    a, b = open_stores(), open_stores()
+    assert a.get_robots(C, "http://a") is None
+    # one worker at a time fetches an origin's robots.txt
+    assert a.claim_robots(C, "http://a", "wa", 60)
+    assert not b.claim_robots(C, "http://a", "wb", 60)
+    assert a.claim_robots(C, "http://a", "wa", 60)  # the holder may renew its claim
+    entry = b.get_robots(C, "http://a")
+    assert entry is not None and entry.body is None and entry.claimed_until is not None
+    a.put_robots(C, "http://a", "User-agent: *\nDisallow: /x")
+    entry = b.get_robots(C, "http://a")
+    assert entry is not None and entry.body == "User-agent: *\nDisallow: /x"
+    assert entry.fetched_at is not None and entry.claimed_until is None
+    # unreachable: failures counted from the first one, the last copy kept
+    assert b.claim_robots(C, "http://a", "wb", 60)
+    b.robots_failed(C, "http://a", time.time() + 30)
+    b.robots_failed(C, "http://a", time.time() + 60)
+    entry = a.get_robots(C, "http://a")
+    assert entry is not None and entry.failures == 2 and entry.failing_since is not None
+    assert entry.body == "User-agent: *\nDisallow: /x" and entry.claimed_until is None
+    assert entry.retry_at is not None and entry.retry_at > time.time() + 50
+    a.put_robots(C, "http://a", "")
+    entry = a.get_robots(C, "http://a")
+    assert entry is not None and (entry.body, entry.failures, entry.failing_since) == ("", 0, None)
+
+
+def test_a_lapsed_claim_can_be_taken_over(store: Store) -> None:
+    assert store.claim_robots(C, "http://a", "dead", -1)  # already lapsed
+    assert store.claim_robots(C, "http://a", "alive", 60)
 
 
 def test_higher_priority_is_leased_first_then_in_order_found(store: Store) -> None:
@@ -217,3 +241,131 @@ def test_commit_and_lease_refills_the_freed_slots_in_one_transaction(
     # taken from the links committed in the same transaction
     assert [x.url for x in leases] == ["http://a/1/0"]
     assert store.stats(C).leased == 2
+
+
+# -- fencing (DESIGN rule 4): a lease that lapsed and was granted again writes nothing ----
+
+
+def regranted(
+    open_stores: Callable[[], Store], url: str = "http://a/1"
+) -> tuple[Store, Lease, Store, Lease]:
+    """Worker A's lease on ``url`` lapsed (it was paused) and B holds the URL now."""
+    a, b = open_stores(), open_stores()
+    a.enqueue(C, [NewUrl(url)])
+    [old] = a.lease(C, a.register_worker(), 1, -1)  # lapsed at once: no sleeping
+    [new] = b.lease(C, b.register_worker(), 1, 60)
+    assert new.url == old.url and new.grant_id > old.grant_id
+    return a, old, b, new
+
+
+STALE_PAGES = {
+    "done": lambda x: PageOutcome(
+        x, "done", 200, records=[rec("k", "old")], links=[NewUrl("http://a/2", 1)]
+    ),
+    "skipped": lambda x: PageOutcome(x, "skipped", error="disallowed"),
+    "retry": lambda x: PageOutcome(x, "retry", 503, "HTTP 503", next_attempt_at=0),
+    "deferred": lambda x: PageOutcome(x, "deferred", error="robots", next_attempt_at=0),
+    "failed": lambda x: PageOutcome(x, "failed", 500, "HTTP 500"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(STALE_PAGES))
+def test_a_stale_commit_is_refused_whole(open_stores: Callable[[], Store], kind: str) -> None:
+    a, old, b, new = regranted(open_stores)
+    assert a.commit_pages(C, [STALE_PAGES[kind](old)]) == [STALE]
+    stats = b.stats(C)
+    assert (stats.leased, stats.pending, stats.done, stats.failed) == (1, 0, 0, 0)
+    assert stats.records == 0 and stats.stale == 1
+    assert b.failed(C) == []
+    # the new owner's lease is untouched: it commits, and its content is what is stored
+    page = PageOutcome(new, "done", 200, records=[rec("k", "new")])
+    assert b.commit_pages(C, [page]) == [None]
+    assert [r.data for r in b.iter_records(C)] == [{"price": "new"}]
+    # once the URL is done, the old owner's commit is refused still
+    assert a.commit_pages(C, [STALE_PAGES[kind](old)]) == [STALE]
+    [record] = b.iter_records(C)
+    assert record.version == 1 and b.stats(C).done == 1 and b.stats(C).stale == 1  # per grant
+
+
+def test_a_stale_release_and_renew_are_refused(open_stores: Callable[[], Store]) -> None:
+    a, old, b, new = regranted(open_stores)
+    assert a.renew(C, [old], 60) == [old]  # not ours any more
+    a.release(C, [(old, True)])
+    stats = b.stats(C)
+    assert stats.leased == 1 and stats.pending == 0  # B still holds it
+    assert b.renew(C, [new], 60) == []
+    assert b.commit_pages(C, [PageOutcome(new, "done", 200)]) == [None]
+
+
+def test_a_stale_page_in_a_group_leaves_the_others_whole(open_stores: Callable[[], Store]) -> None:
+    a, old, _b, _new = regranted(open_stores)
+    a.enqueue(C, [NewUrl("http://a/fresh")])
+    owner = a.register_worker()
+    [fresh] = a.lease(C, owner, 1, 60)
+    pages = [STALE_PAGES["done"](old), PageOutcome(fresh, "done", 200, records=[rec("f", "1")])]
+    errors, leases = a.commit_and_lease(C, pages, owner=owner, limit=2, lease_seconds=60)
+    assert errors == [STALE, None]
+    assert [r.key for r in a.iter_records(C)] == ["f"]
+    assert leases == []  # nothing else pending: the stale page's link was not written
+
+
+# -- attempts (DESIGN rule 5): every path that may have made a request counts one ---------
+
+
+def test_every_way_a_lease_ends_counts_an_attempt_if_it_may_have_fetched(
+    open_stores: Callable[[], Store],
+) -> None:
+    store = open_stores()
+    store.enqueue(C, [NewUrl("http://a/1")])
+    owner = store.register_worker()
+
+    def attempts_after(action: Callable[[Lease], None]) -> int:
+        [lease] = store.lease(C, owner, 1, 60)
+        action(lease)
+        [again] = store.lease(C, owner, 1, -1)  # lapses at once
+        store.release(C, [(again, False)])  # never counted: given back unfetched
+        return again.attempts
+
+    assert attempts_after(lambda x: store.release(C, [(x, False)])) == 0
+    assert attempts_after(lambda x: store.release(C, [(x, True)])) == 1
+    deferred = PageOutcome  # robots.txt unreachable: not fetched, not counted
+    assert attempts_after(lambda x: store.commit_pages(C, [deferred(x, "deferred")])) == 1
+    assert attempts_after(lambda x: store.commit_pages(C, [PageOutcome(x, "retry")])) == 2
+    # a lease that lapses (its worker paused or died) counts: it may have fetched
+    [lapsed] = store.lease(C, owner, 1, -1)
+    [after] = store.lease(C, owner, 1, 60)
+    assert after.attempts == lapsed.attempts + 1 == 3
+    stats = store.stats(C)
+    assert stats.outcomes.get("deferred") == 1
+
+
+def test_odd_text_never_breaks_a_group_commit(store: Store) -> None:
+    urls = ["http://a/1", "http://a/bad", "http://a/3"]
+    store.enqueue(C, [NewUrl(u) for u in urls])
+    owner = store.register_worker()
+    l1, bad, l3 = store.lease(C, owner, 3, 60)
+    # a lone surrogate in an error is escaped; a row the database cannot take (built by
+    # hand, bypassing RecordRow.build) fails its own page only, naming the URL
+    broken = RecordRow("id-x", "s", "x", None, '{"v":"\udc80"}', "h")
+    errors = store.commit_pages(
+        C,
+        [
+            PageOutcome(l1, "failed", 500, "boom \udc80"),
+            PageOutcome(bad, "done", 200, records=[broken]),
+            PageOutcome(l3, "done", 200, records=[rec("k3", "3")]),
+        ],
+    )
+    assert errors[0] is None and errors[2] is None
+    assert errors[1] is not None and errors[1].startswith("http://a/bad: cannot be stored")
+    [dead] = store.failed(C)
+    assert dead.error == "boom \\udc80"
+    assert [r.key for r in store.iter_records(C)] == ["k3"]
+
+
+def test_record_text_that_utf8_cannot_carry_is_stored_escaped(store: Store) -> None:
+    store.enqueue(C, [NewUrl("http://a/1")])
+    [lease] = store.lease(C, store.register_worker(), 1, 60)
+    row = RecordRow.build(id="i", source="s", key="k\udc80", url=None, data={"t": "a\udc80"})
+    assert store.commit_pages(C, [PageOutcome(lease, "done", 200, records=[row])]) == [None]
+    [stored] = store.iter_records(C)
+    assert stored.data == {"t": "a\\udc80"} and stored.key == "k\\udc80"

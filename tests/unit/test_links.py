@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from crashsafe.crawl import extract
-from crashsafe.crawl.extract import LinkFilter
+from crashsafe.crawl.extract import BadLink, LinkFilter
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.ids import canonical_url
 
@@ -13,8 +15,15 @@ CASES = {
     "http://A.example.com:80/x?utm_source=n&b=2&a=1#top": "http://a.example.com/x?a=1&b=2",
     "https://example.com/p/1": "https://example.com/p/1",
     "http://elsewhere.org/p": None,  # not an allowed domain
-    "mailto:shop@example.com": None,
-    "ftp://example.com/file": None,
+}
+BAD = {
+    "mailto:shop@example.com": "unsupported scheme 'mailto'",
+    "ftp://example.com/file": "unsupported scheme 'ftp'",
+    "http://[::1": "Invalid IPv6 URL",
+    "http://example.com:99999/x": "Port out of range",
+    "http://example.com:80a/x": "Port could not be cast",
+    "http:///x": "no host",
+    "http://example.com/\udc80": "surrogates not allowed",
 }
 
 
@@ -22,6 +31,9 @@ def test_canonical_links_and_refusals_are_the_same_from_the_cache() -> None:
     links = LinkFilter(CrawlSettings(), ["https://example.com/"])
     for _ in range(3):
         assert {url: links.canonical(url) for url in CASES} == CASES
+        for url, reason in BAD.items():
+            with pytest.raises(BadLink, match=re.escape(reason)):
+                links.canonical(url)
 
 
 def test_the_cache_is_bounded_and_stays_right(monkeypatch: pytest.MonkeyPatch) -> None:

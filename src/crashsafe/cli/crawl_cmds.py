@@ -42,10 +42,15 @@ def parse_sets(pairs: Iterable[str]) -> dict[str, Any]:
 
 def summary(result: CrawlResult) -> str:
     s = result.stats
+    extra = ""
+    if s.stale:
+        extra += f"; {s.stale:,} stale commits refused (a worker paused past its lease)"
+    if s.links_skipped:
+        extra += f"; {s.links_skipped:,} malformed or unsupported links skipped"
     return (
         f"{s.crawl}: {s.done:,} pages done, {s.failed:,} failed, {s.records:,} records; "
         f"{s.requests:,} requests ({s.retries:,} retries, {s.repeated:,} repeated after "
-        f"crashes); {fmt_seconds(result.elapsed)}"
+        f"crashes){extra}; {fmt_seconds(result.elapsed)}"
     )
 
 
@@ -172,7 +177,8 @@ def stats_table(rows: list[CrawlStats]) -> Table:
 
     table = Table(title="crawls")
     cols = ["crawl", "pending", "leased", "done", "failed", "records", "lease grants"]
-    cols += ["requests", "retries", "repeated", "requests/record"]
+    cols += ["requests", "retries", "repeated", "stale commits refused", "links skipped"]
+    cols += ["requests/record"]
     for col in cols:
         table.add_column(col, justify="left" if col == "crawl" else "right")
     for s in rows:
@@ -181,6 +187,7 @@ def stats_table(rows: list[CrawlStats]) -> Table:
             s.crawl,
             *(f"{v:,}" for v in (s.pending, s.leased, s.done, s.failed, s.records)),
             *(f"{v:,}" for v in (s.lease_grants, s.requests, s.retries, s.repeated)),
+            *(f"{v:,}" for v in (s.stale, s.links_skipped)),
             rpr,
         )
     return table

@@ -22,13 +22,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from crashsafe.collector import rarer_gc
-from crashsafe.crawl.extract import LinkFilter
-from crashsafe.crawl.politeness import ROBOTS_MAX_AGE, HostSlots, Robots
+from crashsafe.crawl.extract import BadLink, LinkFilter
+from crashsafe.crawl.politeness import (
+    ROBOTS_MAX_BYTES,
+    ROBOTS_MAX_REDIRECTS,
+    HostSlots,
+    Robots,
+    RobotsStore,
+)
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Spider
 from crashsafe.errors import ConfigError, StoreError
 from crashsafe.interrupts import GracefulInterrupts
-from crashsafe.store import CrawlStats, Lease, NewUrl, PageOutcome, Store
+from crashsafe.store import STALE, CrawlStats, Lease, NewUrl, PageOutcome, Store
 from crashsafe.store.process import store_runner
 
 if TYPE_CHECKING:
@@ -58,6 +64,7 @@ class _InFlight:
     lease: Lease
     started: bool = False  # holds a request slot (or is past it): no longer just leased
     requested: bool = False
+    committing: bool = False  # its outcome is on its way to the store
 
 
 class Crawler:
@@ -214,8 +221,9 @@ class Crawler:
             async with self._requests:
                 slot.started = True
                 outcome = await self._processor.process(lease, requested)
+            slot.committing = True
             error = await self._commit(outcome)
-            if error is not None:
+            if error is not None and error != STALE:
                 # The page's own rows broke the transaction: store it as failed instead.
                 await self._commit(PageOutcome(lease, "failed", outcome.http_status, error))
         except Exception as exc:
@@ -251,7 +259,12 @@ class Crawler:
         self.owner = await self._call(self.store.register_worker)
         await self._call(self.store.reclaim_dead_workers, self.crawl)
         links = LinkFilter(self.settings, self.start_urls)
-        starts = [links.canonical(u) for u in self.start_urls]
+        starts = []
+        for url in self.start_urls:
+            try:
+                starts.append(links.canonical(url))
+            except BadLink as exc:
+                raise ConfigError(f"start URL {url!r} cannot be crawled: {exc}") from None
         await self._call(self.store.enqueue, self.crawl, [NewUrl(u, 0) for u in starts if u])
         from crashsafe.crawl.fetch import new_session
         from crashsafe.crawl.pages import PageProcessor
@@ -261,10 +274,14 @@ class Crawler:
                 spider=self.spider,
                 settings=self.settings,
                 session=session,
-                robots=self._robots(session) if self.settings.obey_robots else None,
+                robots=None,
                 hosts=HostSlots(self.settings.host_limit, self.settings.per_host_delay),
                 links=links,
             )
+            if self.settings.obey_robots:
+                processor.robots = self._robots(
+                    session, links, lambda n: processor.backoff(n, None)
+                )
             self._processor = processor
             interrupted = await self._loop()
         if self._fatal is not None:
@@ -272,24 +289,44 @@ class Crawler:
         stats = await self._call(self.store.stats, self.crawl)
         return CrawlResult(interrupted, time.monotonic() - started, stats)
 
-    def _robots(self, session: Any) -> Robots:
+    def _robots(self, session: Any, links: LinkFilter, backoff: Callable[[int], float]) -> Robots:
         from crashsafe.crawl.fetch import fetch
 
-        async def load(origin: str) -> str | None:
-            return await self._call(
-                functools.partial(self.store.get_robots, max_age=ROBOTS_MAX_AGE),
-                self.crawl,
-                origin,
-            )
+        s, crawl = self.settings, self.crawl
+
+        async def load(origin: str) -> Any:
+            return await self._call(self.store.get_robots, crawl, origin)
+
+        async def claim(origin: str) -> bool:
+            # Held for one download: its timeout per redirect, and a margin.
+            seconds = s.timeout * (ROBOTS_MAX_REDIRECTS + 1) + 10
+            return await self._call(self.store.claim_robots, crawl, origin, self.owner, seconds)
 
         async def save(origin: str, body: str) -> None:
-            await self._call(self.store.put_robots, self.crawl, origin, body)
+            await self._call(self.store.put_robots, crawl, origin, body)
 
-        async def download(url: str) -> tuple[int, str]:
-            resp = await fetch(session, url, self.settings)
-            return resp.status, resp.body.decode("utf-8", "replace")
+        async def failed(origin: str, retry_at: float) -> None:
+            await self._call(self.store.robots_failed, crawl, origin, retry_at)
 
-        return Robots(load=load, save=save, download=download, user_agent=self.settings.user_agent)
+        async def download(url: str) -> tuple[int, bytes]:
+            resp = await fetch(
+                session,
+                url,
+                s,
+                may_follow=links.host_allowed,
+                max_redirects=ROBOTS_MAX_REDIRECTS,
+                max_bytes=ROBOTS_MAX_BYTES,
+                truncate=True,
+            )
+            return resp.status, resp.body
+
+        return Robots(
+            store=RobotsStore(load=load, claim=claim, save=save, failed=failed),
+            download=download,
+            user_agent=s.user_agent,
+            backoff=backoff,
+            unreachable_grace=s.robots_unreachable_grace,
+        )
 
     async def _loop(self) -> bool:
         s = self.settings
@@ -377,10 +414,24 @@ class Crawler:
         await self._call(self.store.release, self.crawl, leftovers)
 
     async def _renew_leases(self) -> None:
+        """Extend the leases in flight every third of their length. A lease that is no
+        longer ours (this worker was paused past it and the URL was granted again) stops
+        its page: the store would refuse that page's commit anyway."""
         period = self.settings.lease_seconds / 3
         while True:
             await asyncio.sleep(period)
-            if self._inflight:
-                await self._call(
-                    self.store.renew, self.crawl, self.owner, self.settings.lease_seconds
+            if not self._inflight:
+                continue
+            leases = [f.lease for f in self._inflight.values()]
+            try:
+                lost = await self._call(
+                    self.store.renew, self.crawl, leases, self.settings.lease_seconds
                 )
+            except Exception as exc:  # the commits will tell; keep renewing
+                sys.stderr.write(f"crashsafe: renewing leases failed ({exc}); trying again\n")
+                continue
+            if lost:
+                gone = {x.grant_id for x in lost}
+                for task, slot in list(self._inflight.items()):
+                    if slot.lease.grant_id in gone and not slot.committing:
+                        task.cancel()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,10 +21,26 @@ class ParseError(Exception):
 CANONICAL_CACHE = 20_000  # links remembered; then the cache starts over
 
 
+class BadLink(Exception):
+    """A link that cannot be crawled: malformed, or a scheme we do not fetch."""
+
+
+_BAD = "\x00bad"  # cached answer for a bad link (the reason follows)
+
+
+def _hostname(url: str) -> str:
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+
+
 class LinkFilter:
     """Decides which links enter the frontier, in canonical form.
 
     Answers are cached: most pages of a site repeat the same menus, pagers and footers.
+    A malformed or unsupported link raises :class:`BadLink`; one that is only not wanted
+    (another host, too deep) gives None.
     """
 
     def __init__(self, settings: CrawlSettings, start_urls: Iterable[str]) -> None:
@@ -31,7 +48,7 @@ class LinkFilter:
         self.max_depth = settings.max_depth
         domains = settings.allowed_domains
         if domains is None:
-            domains = tuple({urlsplit(u).hostname or "" for u in start_urls} - {""})
+            domains = tuple({_hostname(u) for u in start_urls} - {""})
         self.domains = tuple(d.lower().lstrip(".") for d in domains)
         self._canonical: dict[str, str | None] = {}
 
@@ -43,21 +60,37 @@ class LinkFilter:
         return not self.domains or any(host == d or host.endswith("." + d) for d in self.domains)
 
     def canonical(self, url: str) -> str | None:
-        """The canonical form of ``url``, or None if it is not to be crawled."""
+        """The canonical form of ``url``, or None if it is not to be crawled.
+
+        Raises:
+            BadLink: ``url`` is malformed (bad IPv6 literal, port out of range, text that
+                cannot be encoded) or not http(s).
+        """
         cache = self._canonical
         try:
-            return cache[url]
+            result = cache[url]
         except KeyError:
-            pass
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not self._allowed(parts.hostname):
-            result = None
-        else:
-            result = canonical_url(url, strip_params=self.strip)
-        if len(cache) >= CANONICAL_CACHE:
-            cache.clear()
-        cache[url] = result
+            result = self._canonical_uncached(url)
+            if len(cache) >= CANONICAL_CACHE:
+                cache.clear()
+            cache[url] = result
+        if result is not None and result.startswith(_BAD):
+            raise BadLink(result[len(_BAD) :])
         return result
+
+    def _canonical_uncached(self, url: str) -> str | None:
+        try:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https"):
+                return f"{_BAD}unsupported scheme {parts.scheme or '(none)'!r}"
+            parts.port  # noqa: B018 -- raises for a port out of range or not a number
+            if not parts.hostname:
+                return f"{_BAD}no host"
+            if not self._allowed(parts.hostname):
+                return None
+            return canonical_url(url, strip_params=self.strip)
+        except ValueError as exc:  # UnicodeError included
+            return f"{_BAD}{exc}"
 
     def new_url(self, link: Link, depth: int) -> NewUrl | None:
         if self.max_depth is not None and depth > self.max_depth:
@@ -83,12 +116,28 @@ async def run_callback(spider: Spider, page: Page, callback: str | None) -> list
     return list(result)
 
 
-def to_rows(
-    items: Iterable[Any], *, page: Page, source: str, links: LinkFilter
-) -> tuple[list[RecordRow], list[NewUrl]]:
-    """Sort yielded items into records and new URLs, validating as we go."""
-    records: list[RecordRow] = []
-    new_urls: list[NewUrl] = []
+@dataclass(slots=True)
+class Rows:
+    """What a page yielded, ready to commit. ``skipped`` holds the first few bad links
+    (with the reason); ``links_skipped`` counts them all."""
+
+    records: list[RecordRow] = field(default_factory=list)
+    links: list[NewUrl] = field(default_factory=list)
+    links_skipped: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+SKIPPED_SHOWN = 3  # bad links kept per page to show in the log
+
+
+def to_rows(items: Iterable[Any], *, page: Page, source: str, links: LinkFilter) -> Rows:
+    """Sort yielded items into records and new URLs, validating as we go.
+
+    The same record key yielded twice by one page is stored once: the last one wins. A
+    malformed or unsupported link is skipped and counted, never fails the page.
+    """
+    records: dict[str, RecordRow] = {}
+    rows = Rows()
     for item in items:
         if isinstance(item, Record):
             if item.key is None or item.key == "":
@@ -103,15 +152,26 @@ def to_rows(
                     id=record_id(src, key), source=src, key=key, url=page.url, data=item.data
                 )
             except (TypeError, ValueError) as exc:
+                hint = ""
+                if "Out of range float" in str(exc):
+                    hint = " (NaN or Infinity: store None or a string instead)"
                 raise ParseError(
-                    f"record {key!r} from {page.url}: data is not JSON: {exc}"
+                    f"record {key!r} from {page.url}: data is not JSON: {exc}{hint}"
                 ) from exc
-            records.append(row)
+            records.pop(row.id, None)  # re-inserted: the page's order follows the last one
+            records[row.id] = row
         elif isinstance(item, Link | str):
-            link = item if isinstance(item, Link) else Link(page.urljoin(item))
-            new = links.new_url(link, page.depth + 1)
+            try:
+                link = item if isinstance(item, Link) else Link(page.urljoin(item))
+                new = links.new_url(link, page.depth + 1)
+            except (BadLink, ValueError) as exc:
+                rows.links_skipped += 1
+                if len(rows.skipped) < SKIPPED_SHOWN:
+                    text = item.url if isinstance(item, Link) else item
+                    rows.skipped.append(f"{text[:200]!r}: {exc}")
+                continue
             if new is not None:
-                new_urls.append(new)
+                rows.links.append(new)
         elif item is None:
             continue
         else:
@@ -119,4 +179,5 @@ def to_rows(
                 f"parse yielded {type(item).__name__} from {page.url}: yield Record(...), "
                 "page.follow(...) or a URL string"
             )
-    return records, new_urls
+    rows.records = list(records.values())
+    return rows

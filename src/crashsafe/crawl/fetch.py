@@ -58,18 +58,26 @@ def new_session(settings: CrawlSettings) -> aiohttp.ClientSession:
     )
 
 
-async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
-    if resp.content_length is not None and resp.content_length > cap:
+async def _read_capped(resp: aiohttp.ClientResponse, cap: int, *, truncate: bool) -> bytes:
+    """The body, at most ``cap`` bytes: a larger one fails, or with ``truncate`` is cut."""
+    if resp.content_length is not None and resp.content_length > cap and not truncate:
         raise PermanentFetchError(
             f"response too large: {resp.content_length} bytes > max_response_bytes={cap}"
         )
-    if resp.content_length is not None and "Content-Encoding" not in resp.headers:
+    if (
+        resp.content_length is not None
+        and resp.content_length <= cap
+        and "Content-Encoding" not in resp.headers
+    ):
         return await resp.read()  # known, allowed, and not inflated by decompression
     chunks: list[bytes] = []
     size = 0
     async for chunk in resp.content.iter_any():
         size += len(chunk)
         if size > cap:
+            if truncate:
+                chunks.append(chunk[: len(chunk) - (size - cap)])
+                break
             raise PermanentFetchError(f"response too large: over max_response_bytes={cap}")
         chunks.append(chunk)
     return b"".join(chunks)
@@ -81,13 +89,20 @@ async def fetch(
     settings: CrawlSettings,
     *,
     may_follow: Callable[[str], bool] = lambda _url: True,
+    max_redirects: int | None = None,
+    max_bytes: int | None = None,
+    truncate: bool = False,
 ) -> Response:
     """GET ``url``, following up to ``max_redirects`` redirects that ``may_follow`` allows.
 
-    A redirect that ``may_follow`` refuses is returned as the response itself.
+    A redirect that ``may_follow`` refuses is returned as the response itself. Limits
+    default to the settings'; with ``truncate`` a body over ``max_bytes`` is cut there
+    instead of failing.
     """
+    redirects = settings.max_redirects if max_redirects is None else max_redirects
+    cap = settings.max_response_bytes if max_bytes is None else max_bytes
     current = url
-    for _ in range(settings.max_redirects + 1):
+    for _ in range(redirects + 1):
         # Frontier URLs are canonical, hence percent-encoded already: tell yarl so, which
         # spares it re-quoting every request.
         request_url = URL(current, encoded=True) if _ENCODED.fullmatch(current) else current
@@ -95,11 +110,16 @@ async def fetch(
             async with session.get(request_url, allow_redirects=False) as resp:
                 location = resp.headers.get("Location")
                 if resp.status in REDIRECTS and location:
-                    target = urljoin(current, location)
+                    try:
+                        target = urljoin(current, location)
+                    except ValueError as exc:  # e.g. "http://[::1": Invalid IPv6 URL
+                        raise PermanentFetchError(
+                            f"redirect to a URL that cannot be parsed: {location[:200]!r} ({exc})"
+                        ) from exc
                     if may_follow(target):
                         current = target
                         continue
-                body = await _read_capped(resp, settings.max_response_bytes)
+                body = await _read_capped(resp, cap, truncate=truncate)
                 return Response(current, resp.status, resp.headers, body)
         except TimeoutError as exc:
             raise TransientFetchError(f"timeout after {settings.timeout:g}s") from exc
@@ -107,6 +127,6 @@ async def fetch(
             raise
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise TransientFetchError(f"{type(exc).__name__}: {exc}") from exc
-        except aiohttp.ClientError as exc:
+        except (aiohttp.ClientError, ValueError) as exc:  # ValueError: a URL yarl refuses
             raise PermanentFetchError(f"{type(exc).__name__}: {exc}") from exc
-    raise PermanentFetchError(f"more than {settings.max_redirects} redirects (last: {current})")
+    raise PermanentFetchError(f"more than {redirects} redirects (last: {current[:200]})")

@@ -9,6 +9,7 @@ done on a status nobody handled.
 from __future__ import annotations
 
 import random
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -25,12 +26,14 @@ from crashsafe.crawl.fetch import (
     TransientFetchError,
     fetch,
 )
-from crashsafe.crawl.politeness import HostSlots, Robots
+from crashsafe.crawl.politeness import HostSlots, Robots, RobotsUnavailable
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Page, Spider
 from crashsafe.store import Lease, PageOutcome
+from crashsafe.store.base import storable
 
 GONE = frozenset({404, 410})
+SKIPPED_LOGGED = 10  # skipped links written to stderr per run; all are counted in status
 
 
 def retry_after_seconds(value: str | None, *, now: float | None = None) -> float | None:
@@ -68,6 +71,7 @@ class PageProcessor:
         self.hosts = hosts
         self.links = links
         self.rng = rng or random.Random()
+        self.skipped_logged = 0
 
     def backoff(self, attempt: int, retry_after: float | None) -> float:
         s = self.settings
@@ -92,7 +96,25 @@ class PageProcessor:
         return await fetch(self.session, url, self.settings, may_follow=self.links.host_allowed)
 
     async def process(self, lease: Lease, on_request: Callable[[], None]) -> PageOutcome:
-        """Fetch and parse ``lease``; ``on_request`` is called just before the request."""
+        """Fetch and parse ``lease``; ``on_request`` is called just before the request.
+
+        Never raises (but for cancellation): whatever goes wrong ends as a retry with
+        backoff or a failure, and counts an attempt (DESIGN rule 5).
+        """
+        if lease.attempts >= self.settings.max_attempts:
+            return PageOutcome(
+                lease,
+                "failed",
+                error=f"gave up: {lease.attempts} attempts already made (requests lost to "
+                "crashes, stops or lapsed leases count too)",
+            )
+        try:
+            return await self._process(lease, on_request)
+        except Exception as exc:  # a bug of ours, or an input nobody foresaw
+            where = traceback.format_exc(limit=-3)
+            return self._retry(lease, f"internal error: {type(exc).__name__}: {exc}\n{where}")
+
+    async def _process(self, lease: Lease, on_request: Callable[[], None]) -> PageOutcome:
         url = lease.url
         delay = None
         if self.robots is not None:
@@ -100,8 +122,9 @@ class PageProcessor:
             if verdict is None:
                 try:
                     verdict = await self.robots.check(url)
-                except TransientFetchError as exc:
-                    return self._retry(lease, f"robots.txt: {exc}")
+                except RobotsUnavailable as exc:
+                    when = exc.retry_at + self.rng.uniform(0.0, 1.0)
+                    return PageOutcome(lease, "deferred", error=str(exc), next_attempt_at=when)
             allowed, delay = verdict
             if not allowed:
                 return PageOutcome(lease, "skipped", error="disallowed by robots.txt")
@@ -142,9 +165,26 @@ class PageProcessor:
         )
         try:
             items = await run_callback(self.spider, page, lease.callback)
-            records, new_urls = to_rows(items, page=page, source=self.spider.name, links=self.links)
+            rows = to_rows(items, page=page, source=self.spider.name, links=self.links)
         except ParseError as exc:
             return PageOutcome(lease, "failed", status, str(exc))
         except Exception:
             return PageOutcome(lease, "failed", status, traceback.format_exc(limit=-8))
-        return PageOutcome(lease, "done", status, records=records, links=new_urls)
+        if rows.skipped:
+            self._log_skipped(page.url, rows.skipped)
+        return PageOutcome(
+            lease,
+            "done",
+            status,
+            records=rows.records,
+            links=rows.links,
+            links_skipped=rows.links_skipped,
+        )
+
+    def _log_skipped(self, url: str, skipped: list[str]) -> None:
+        for text in skipped:
+            if self.skipped_logged >= SKIPPED_LOGGED:
+                return
+            self.skipped_logged += 1
+            more = " (no more of these are shown)" if self.skipped_logged == SKIPPED_LOGGED else ""
+            sys.stderr.write(storable(f"crashsafe: skipped link {text} on {url}{more}\n"))

@@ -31,6 +31,8 @@ def progress_line(stats: CrawlStats, rate: float | None) -> Text:
     line.append(f"failed {stats.failed}", style="red" if stats.failed else "")
     if stats.repeated:
         line.append(f"  repeated {stats.repeated}", style="yellow")
+    if stats.stale:
+        line.append(f"  stale refused {stats.stale}", style="yellow")
     return line
 
 

@@ -34,6 +34,10 @@ class CrawlSettings:
         max_redirects: redirects followed before the URL fails.
         max_response_bytes: larger responses fail the URL instead of filling memory.
         obey_robots: fetch and obey robots.txt per origin (cached in the database).
+        robots_unreachable_grace: seconds a robots.txt may stay unreachable (5xx, 429,
+            network errors), its origin's pages waiting with backoff, before the crawl
+            goes on with the last copy read, or with no rules if none was ever read
+            (RFC 9309 2.3.1.4; default 30 days).
         allowed_domains: hosts (and their subdomains) to crawl; ``None``: the start
             URLs' hosts.
         strip_query_params: query parameters dropped when URLs are canonicalised.
@@ -55,6 +59,7 @@ class CrawlSettings:
     max_redirects: int = 10
     max_response_bytes: int = 16 * 2**20
     obey_robots: bool = True
+    robots_unreachable_grace: float = 30 * 24 * 3600.0
     allowed_domains: tuple[str, ...] | None = None
     strip_query_params: tuple[str, ...] = DEFAULT_STRIP_PARAMS
     max_depth: int | None = None

@@ -126,7 +126,10 @@ class Page:
 
     @cached_property
     def base_url(self) -> str:
-        return str(get_base_url(self.text[:4096], self.url))
+        try:
+            return str(get_base_url(self.text[:4096], self.url))
+        except ValueError:  # a <base href> that cannot be parsed: ignore it
+            return self.url
 
     def css(self, query: str) -> SelectorList[Selector]:
         return self.selector.css(query)
@@ -145,13 +148,20 @@ class Page:
         return f"{scheme}://{netloc}" if scheme and netloc else ""
 
     def urljoin(self, href: str) -> str:
-        """``href`` resolved against the page's base URL (``<base href>`` or the URL)."""
+        """``href`` resolved against the page's base URL (``<base href>`` or the URL).
+
+        A malformed ``href`` (``http://[::1``) comes back as it is: the crawl skips and
+        counts it when it is followed, instead of failing the page.
+        """
         href = href.strip()
         # The common case, a plain absolute path (no dot segments, query, fragment or
         # params, which urljoin would normalise), is the origin + href.
         if _PLAIN_PATH.fullmatch(href) and "/." not in href and self._origin:
             return self._origin + href
-        return urljoin(self.base_url, href)
+        try:
+            return urljoin(self.base_url, href)
+        except ValueError:
+            return href
 
     def follow(self, href: str, *, callback: str | None = None, priority: int = 0) -> Link:
         """A link to ``href`` resolved against this page."""

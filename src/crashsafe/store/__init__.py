@@ -10,6 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from crashsafe.errors import ConfigError
 from crashsafe.store.base import (
+    STALE,
     CrawlStats,
     Due,
     FailedUrl,
@@ -17,11 +18,13 @@ from crashsafe.store.base import (
     NewUrl,
     PageOutcome,
     RecordRow,
+    RobotsEntry,
     Store,
     StoredRecord,
 )
 
 __all__ = [
+    "STALE",
     "CrawlStats",
     "Due",
     "FailedUrl",
@@ -29,6 +32,7 @@ __all__ = [
     "NewUrl",
     "PageOutcome",
     "RecordRow",
+    "RobotsEntry",
     "Store",
     "StoredRecord",
     "open_store",

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol, TypeVar
 
-Outcome = Literal["done", "retry", "failed", "skipped"]
+Outcome = Literal["done", "retry", "failed", "skipped", "deferred"]
 C = TypeVar("C", bound=type)
 
 
@@ -33,9 +33,41 @@ def pickled_as_tuple(cls: C) -> C:
     return cls
 
 
+#: What ``commit_pages`` answers for a page whose lease is no longer the current grant of
+#: its URL (it lapsed and was granted again): nothing of the page was written.
+STALE = "refused: the lease had lapsed and the URL was granted again (stale commit)"
+
+
 def canonical_json(data: Any) -> str:
-    """Serialise ``data`` so equal content always gives equal text (and hash)."""
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Serialise ``data`` so equal content always gives equal text (and hash).
+
+    NaN and the infinities are refused (``ValueError``): JSON cannot carry them.
+    """
+    return json.dumps(
+        data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def storable(text: str) -> str:
+    """``text`` as UTF-8 can carry it: lone surrogates (from bytes decoded with
+    ``surrogateescape``, or made up by code) become the escape ``\\udc80``, so that one
+    odd string can never break the transaction it is written in."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def storable_data(data: Any) -> Any:
+    """``data`` with every string (keys too) made :func:`storable`."""
+    if isinstance(data, str):
+        return storable(data)
+    if isinstance(data, dict):
+        return {storable_data(k): storable_data(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [storable_data(v) for v in data]
+    return data
 
 
 @pickled_as_tuple
@@ -76,8 +108,16 @@ class RecordRow:
 
     @classmethod
     def build(cls, *, id: str, source: str, key: str, url: str | None, data: Any) -> RecordRow:
+        """Serialise and hash ``data``; raises ``ValueError``/``TypeError`` for what JSON
+        cannot carry (NaN, infinities, objects)."""
         text = canonical_json(data)
-        digest = hashlib.sha256(text.encode()).hexdigest()
+        try:
+            encoded = text.encode()
+        except UnicodeEncodeError:
+            text = canonical_json(storable_data(data))
+            encoded = text.encode()
+            key, url = storable(key), None if url is None else storable(url)
+        digest = hashlib.sha256(encoded).hexdigest()
         return cls(id=id, source=source, key=key, url=url, data_json=text, content_hash=digest)
 
 
@@ -87,8 +127,11 @@ class PageOutcome:
     """What became of one leased URL; committed in one transaction with its records.
 
     ``kind`` is ``done`` (records and links stored, URL done), ``retry`` (URL pending again
-    at ``next_attempt_at``), ``failed`` (dead letter with ``error``) or ``skipped`` (done
-    without a fetch, e.g. robots.txt disallows it).
+    at ``next_attempt_at``), ``failed`` (dead letter with ``error``), ``skipped`` (done
+    without a fetch, e.g. robots.txt disallows it) or ``deferred`` (pending again at
+    ``next_attempt_at`` without a fetch and without counting an attempt: its robots.txt
+    is unreachable for now). ``links_skipped`` counts the malformed or unsupported links
+    the page held.
     """
 
     lease: Lease
@@ -98,6 +141,7 @@ class PageOutcome:
     records: Sequence[RecordRow] = ()
     links: Sequence[NewUrl] = ()
     next_attempt_at: float = 0.0
+    links_skipped: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +173,12 @@ class FailedUrl:
 
 @dataclass(frozen=True, slots=True)
 class CrawlStats:
-    """Counts for one crawl, every one computed from stored rows."""
+    """Counts for one crawl, every one computed from stored rows.
+
+    ``stale`` counts page commits refused because their lease had been granted again
+    (each one a repeated request); ``links_skipped`` the malformed or unsupported links
+    pages held.
+    """
 
     crawl: str
     pending: int = 0
@@ -141,6 +190,8 @@ class CrawlStats:
     requests: int = 0
     retries: int = 0
     repeated: int = 0
+    stale: int = 0
+    links_skipped: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -150,6 +201,23 @@ class CrawlStats:
     @property
     def requests_per_record(self) -> float | None:
         return self.requests / self.records if self.records else None
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsEntry:
+    """What the store knows of one origin's robots.txt.
+
+    ``body`` is the last copy read (None: never read; ``""``: no rules); while the file is
+    unreachable ``failing_since`` says since when, ``retry_at`` when to try again.
+    ``claimed_until`` is set while another worker is fetching it.
+    """
+
+    body: str | None
+    fetched_at: float | None
+    failing_since: float | None
+    failures: int
+    retry_at: float | None
+    claimed_until: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,14 +255,25 @@ class Store(Protocol):
         """Grant up to ``limit`` due URLs to ``owner`` (expired leases count as due)."""
         ...
 
-    def renew(self, crawl: str, owner: str, lease_seconds: float) -> int: ...
+    def renew(self, crawl: str, leases: Sequence[Lease], lease_seconds: float) -> list[Lease]:
+        """Extend the leases that are still the current grant of their URL; return the
+        others (lapsed and granted again, or finished): their commits will be refused."""
+        ...
 
     def release(self, crawl: str, leases: Iterable[tuple[Lease, bool]]) -> None:
-        """Give leases back unfinished; the flag says whether a request was already made."""
+        """Give leases back unfinished; the flag says whether a request was already made
+        (it then counts an attempt). A lease that is no longer current changes nothing."""
         ...
 
     def commit_pages(self, crawl: str, outcomes: Sequence[PageOutcome]) -> list[str | None]:
-        """Commit each page whole or not at all; return per page None or the error."""
+        """Commit each page whole or not at all; return per page None or the error.
+
+        Fencing: a page whose lease is no longer the current grant of its URL is refused
+        whole (:data:`STALE`), whatever its kind; nothing of it is written but its grant's
+        outcome ``stale``. This is what keeps a worker that was paused past its lease from
+        overwriting what the new owner committed. Any other page that cannot be stored
+        gets an error naming its URL, and its neighbours in the group still commit.
+        """
         ...
 
     def commit_and_lease(
@@ -230,6 +309,17 @@ class Store(Protocol):
     ) -> Iterator[StoredRecord]: ...
 
     # -- robots.txt cache ----------------------------------------------------------------
-    def get_robots(self, crawl: str, origin: str, *, max_age: float) -> str | None: ...
+    def get_robots(self, crawl: str, origin: str) -> RobotsEntry | None: ...
 
-    def put_robots(self, crawl: str, origin: str, body: str) -> None: ...
+    def claim_robots(self, crawl: str, origin: str, owner: str, seconds: float) -> bool:
+        """Take the right to fetch ``origin``'s robots.txt for ``seconds``; False while
+        another worker holds it."""
+        ...
+
+    def put_robots(self, crawl: str, origin: str, body: str) -> None:
+        """Store a copy read (``""``: no rules); clears the failure state and the claim."""
+        ...
+
+    def robots_failed(self, crawl: str, origin: str, retry_at: float) -> None:
+        """Note that robots.txt could not be read; try again at ``retry_at``."""
+        ...

@@ -16,13 +16,16 @@ from typing import TypeVar
 
 from crashsafe.errors import SchemaError, StoreError
 from crashsafe.store.base import (
+    STALE,
     CrawlStats,
     Due,
     FailedUrl,
     Lease,
     NewUrl,
     PageOutcome,
+    RobotsEntry,
     StoredRecord,
+    storable,
 )
 from crashsafe.store.liveness import LockDir, new_owner_id
 from crashsafe.store.queries import load_migrations, load_queries
@@ -200,13 +203,21 @@ class SQLiteStore:
             for fid, url, depth, attempts, callback, _priority in rows
         ]
 
-    def renew(self, crawl: str, owner: str, lease_seconds: float) -> int:
-        def go() -> int:
-            with self._write() as db:
-                expires = time.time() + lease_seconds
-                return db.execute(Q["renew_leases"], (expires, crawl, owner)).rowcount
+    def renew(self, crawl: str, leases: Sequence[Lease], lease_seconds: float) -> list[Lease]:
+        if not leases:
+            return []
+        params: dict[str, object] = {
+            "ids": json.dumps([x.frontier_id for x in leases]),
+            "grants": json.dumps([x.grant_id for x in leases]),
+        }
 
-        return self._run(go)
+        def go() -> set[int]:
+            with self._write() as db:
+                params["expires"] = time.time() + lease_seconds
+                return {row[0] for row in db.execute(Q["renew_leases"], params)}
+
+        held = self._run(go)
+        return [x for x in leases if x.grant_id not in held]
 
     def release(self, crawl: str, leases: Iterable[tuple[Lease, bool]]) -> None:
         items = list(leases)
@@ -214,37 +225,53 @@ class SQLiteStore:
         def go() -> None:
             with self._write() as db:
                 for lease, fetched in items:
-                    db.execute(Q["release_url"], (lease.frontier_id, lease.grant_id))
+                    db.execute(Q["release_url"], (int(fetched), lease.frontier_id, lease.grant_id))
                     outcome = "abandoned" if fetched else "released"
                     db.execute(Q["release_grant"], (outcome, lease.grant_id))
 
         self._run(go)
 
-    def _apply(self, db: sqlite3.Connection, crawl: str, pages: Sequence[PageOutcome]) -> None:
+    def _apply(
+        self, db: sqlite3.Connection, crawl: str, pages: Sequence[PageOutcome]
+    ) -> list[bool]:
+        """Write ``pages`` in the caller's transaction; return per page whether it was
+        refused as stale (its lease is no longer the current grant: nothing written)."""
         if not pages:
-            return
+            return []
         now = time.time()
+        ids = json.dumps([p.lease.frontier_id for p in pages])
+        current = dict(db.execute(Q["current_grants"], (ids,)).fetchall())
         records, links, done, retry, failed, grants = [], [], [], [], [], []
+        stale: list[bool] = []
         for p in pages:
-            fid = p.lease.frontier_id
-            grants.append((p.kind, p.lease.grant_id))
+            fid, grant = p.lease.frontier_id, p.lease.grant_id
+            if current.get(fid) != grant:
+                stale.append(True)
+                grants.append(("stale", grant))
+                continue
+            stale.append(False)
+            current.pop(fid)  # the same lease twice in one group: the first one wins
+            grants.append((p.kind, grant))
+            error = None if p.error is None else storable(p.error)
             if p.kind == "done" or p.kind == "skipped":
-                done.append((p.http_status, p.error, now, fid))
+                done.append((p.http_status, error, now, p.links_skipped, fid, grant))
                 records += [
                     (crawl, r.id, r.source, r.key, r.url, r.content_hash, r.data_json, now, now)
                     for r in p.records
                 ]
                 links += [(crawl, u.url, u.depth, u.callback, u.priority, now) for u in p.links]
-            elif p.kind == "retry":
-                retry.append((p.http_status, p.error, p.next_attempt_at, fid))
+            elif p.kind == "retry" or p.kind == "deferred":
+                counted = int(p.kind == "retry")
+                retry.append((counted, p.http_status, error, p.next_attempt_at, fid, grant))
             else:
-                failed.append((p.http_status, p.error, now, fid))
+                failed.append((p.http_status, error, now, fid, grant))
         db.executemany(Q["upsert_record"], records)
         db.executemany(Q["enqueue_url"], links)
         db.executemany(Q["mark_done"], done)
         db.executemany(Q["mark_retry"], retry)
         db.executemany(Q["mark_failed"], failed)
         db.executemany(Q["set_grant_outcome"], grants)
+        return stale
 
     def commit_pages(self, crawl: str, outcomes: Sequence[PageOutcome]) -> list[str | None]:
         errors, _ = self.commit_and_lease(crawl, outcomes, owner="", limit=0, lease_seconds=0)
@@ -263,14 +290,15 @@ class SQLiteStore:
             return [], []
 
         def go() -> tuple[list[str | None], list[Lease]]:
-            # Fast path: the whole group in one go. If any statement fails, redo page by
-            # page under savepoints so one bad page cannot take its neighbours down.
+            # Fast path: the whole group in one go. If anything fails (the database, or a
+            # value it cannot take), redo page by page under savepoints so one bad page
+            # cannot take its neighbours down.
             try:
                 with self._write() as db:
-                    self._apply(db, crawl, outcomes)
+                    stale = self._apply(db, crawl, outcomes)
                     leases = self._lease_in(db, crawl, owner, limit, lease_seconds)
-                return [None] * len(outcomes), leases
-            except sqlite3.DatabaseError:
+                return [STALE if s else None for s in stale], leases
+            except Exception:
                 if not outcomes:
                     raise
             errors: list[str | None] = []
@@ -278,15 +306,19 @@ class SQLiteStore:
                 for page in outcomes:
                     db.execute("SAVEPOINT page")
                     try:
-                        self._apply(db, crawl, [page])
-                    except sqlite3.DatabaseError as exc:
+                        [was_stale] = self._apply(db, crawl, [page])
+                    except Exception as exc:
                         db.execute("ROLLBACK TO page")
-                        errors.append(f"commit failed: {exc}")
+                        errors.append(
+                            storable(
+                                f"{page.lease.url}: cannot be stored: {type(exc).__name__}: {exc}"
+                            )
+                        )
                     else:
-                        errors.append(None)
+                        errors.append(STALE if was_stale else None)
                     db.execute("RELEASE page")
                 # A page that failed to commit keeps its slot until its failure is stored.
-                kept = sum(1 for error in errors if error is not None)
+                kept = sum(1 for error in errors if error is not None and error != STALE)
                 leases = self._lease_in(db, crawl, owner, limit - kept, lease_seconds)
             return errors, leases
 
@@ -312,9 +344,11 @@ class SQLiteStore:
             records = db.execute(Q["count_records"], (crawl,)).fetchone()[0]
             outcomes = dict(db.execute(Q["count_grants"], (crawl,)).fetchall())
             active = db.execute(Q["count_active_grants"], (crawl,)).fetchone()[0]
+            skipped_links = db.execute(Q["count_links_skipped"], (crawl,)).fetchone()[0]
             grants = sum(outcomes.values())
             lost = outcomes.get("", 0) - active
-            unfetched = outcomes.get("released", 0) + outcomes.get("skipped", 0)
+            unfetched = sum(outcomes.get(k, 0) for k in ("released", "skipped", "deferred"))
+            stale = outcomes.get("stale", 0)
             return CrawlStats(
                 crawl=crawl,
                 pending=states.get("pending", 0),
@@ -325,7 +359,9 @@ class SQLiteStore:
                 lease_grants=grants,
                 requests=grants - unfetched - active,
                 retries=outcomes.get("retry", 0),
-                repeated=lost + outcomes.get("abandoned", 0),
+                repeated=lost + outcomes.get("abandoned", 0) + stale,
+                stale=stale,
+                links_skipped=skipped_links,
                 outcomes={k or "in flight or lost": v for k, v in outcomes.items()},
             )
 
@@ -352,18 +388,51 @@ class SQLiteStore:
             )
 
     # -- robots.txt cache ----------------------------------------------------------------
-    def get_robots(self, crawl: str, origin: str, *, max_age: float) -> str | None:
-        def go() -> str | None:
-            row = self._db.execute(
-                Q["get_robots"], (crawl, origin, time.time() - max_age)
-            ).fetchone()
-            return None if row is None else str(row[0])
+    def get_robots(self, crawl: str, origin: str) -> RobotsEntry | None:
+        def go() -> RobotsEntry | None:
+            row = self._db.execute(Q["get_robots"], (crawl, origin)).fetchone()
+            if row is None:
+                return None
+            body, fetched_at, failing_since, failures, retry_at, owner, until = row
+            claimed = until if owner is not None and until is not None else None
+            return RobotsEntry(body, fetched_at, failing_since, failures, retry_at, claimed)
+
+        return self._run(go)
+
+    def claim_robots(self, crawl: str, origin: str, owner: str, seconds: float) -> bool:
+        def go() -> bool:
+            with self._write() as db:
+                now = time.time()
+                db.execute(Q["add_robots"], (crawl, origin))
+                params = {
+                    "owner": owner,
+                    "until": now + seconds,
+                    "crawl": crawl,
+                    "origin": origin,
+                    "now": now,
+                }
+                return db.execute(Q["claim_robots"], params).rowcount == 1
 
         return self._run(go)
 
     def put_robots(self, crawl: str, origin: str, body: str) -> None:
         def go() -> None:
             with self._write() as db:
-                db.execute(Q["put_robots"], (crawl, origin, body, time.time()))
+                db.execute(Q["add_robots"], (crawl, origin))
+                db.execute(Q["put_robots"], (storable(body), time.time(), crawl, origin))
+
+        self._run(go)
+
+    def robots_failed(self, crawl: str, origin: str, retry_at: float) -> None:
+        def go() -> None:
+            with self._write() as db:
+                db.execute(Q["add_robots"], (crawl, origin))
+                params = {
+                    "now": time.time(),
+                    "retry_at": retry_at,
+                    "crawl": crawl,
+                    "origin": origin,
+                }
+                db.execute(Q["robots_failed"], params)
 
         self._run(go)

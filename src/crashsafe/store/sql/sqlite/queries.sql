@@ -5,8 +5,10 @@ INSERT OR IGNORE INTO frontier (crawl, url, depth, callback, priority, added_at)
 VALUES (?, ?, ?, ?, ?, ?);
 
 -- name: expire_leases
+-- A lapsed lease may have made its request: it counts an attempt (DESIGN rule 5).
 UPDATE frontier
-SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL
+SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
+    attempts = attempts + 1
 WHERE crawl = ? AND state = 'leased' AND lease_expires < ?;
 
 -- name: lease_urls
@@ -24,12 +26,21 @@ RETURNING id, url, depth, attempts, callback, priority;
 UPDATE frontier SET grant_id = ? WHERE id = ?;
 
 -- name: renew_leases
-UPDATE frontier SET lease_expires = ?
-WHERE crawl = ? AND lease_owner = ? AND state = 'leased';
+-- Fenced: only grants that are still current are extended.
+UPDATE frontier SET lease_expires = :expires
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND grant_id IN (SELECT value FROM json_each(:grants)) AND state = 'leased'
+RETURNING grant_id;
+
+-- name: current_grants
+SELECT id, grant_id FROM frontier
+WHERE id IN (SELECT value FROM json_each(?)) AND state = 'leased';
 
 -- name: release_url
+-- The flag says whether a request was made: then it counts an attempt.
 UPDATE frontier
-SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL
+SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
+    attempts = attempts + ?
 WHERE id = ? AND grant_id = ? AND state = 'leased';
 
 -- name: release_grant
@@ -53,20 +64,22 @@ WHERE records.content_hash <> excluded.content_hash;
 -- name: mark_done
 UPDATE frontier
 SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
-    attempts = attempts + 1, http_status = ?, last_error = ?, done_at = ?
-WHERE id = ?;
+    attempts = attempts + 1, http_status = ?, last_error = ?, done_at = ?,
+    links_skipped = ?
+WHERE id = ? AND grant_id = ? AND state = 'leased';
 
 -- name: mark_retry
+-- Also for a deferred page (robots.txt unreachable): then it adds no attempt.
 UPDATE frontier
 SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
-    attempts = attempts + 1, http_status = ?, last_error = ?, next_attempt_at = ?
-WHERE id = ?;
+    attempts = attempts + ?, http_status = ?, last_error = ?, next_attempt_at = ?
+WHERE id = ? AND grant_id = ? AND state = 'leased';
 
 -- name: mark_failed
 UPDATE frontier
 SET state = 'failed', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = attempts + 1, http_status = ?, last_error = ?, done_at = ?
-WHERE id = ?;
+WHERE id = ? AND grant_id = ? AND state = 'leased';
 
 -- name: live_owners
 SELECT DISTINCT lease_owner FROM frontier
@@ -74,7 +87,8 @@ WHERE crawl = ? AND state = 'leased' AND lease_owner IS NOT NULL;
 
 -- name: release_owner
 UPDATE frontier
-SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL
+SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
+    attempts = attempts + 1
 WHERE crawl = ? AND state = 'leased' AND lease_owner = ?;
 
 -- name: next_pending
@@ -85,6 +99,9 @@ SELECT min(lease_expires) FROM frontier WHERE crawl = ? AND state = 'leased';
 
 -- name: count_states
 SELECT state, count(*) FROM frontier WHERE crawl = ? GROUP BY state;
+
+-- name: count_links_skipped
+SELECT coalesce(sum(links_skipped), 0) FROM frontier WHERE crawl = ?;
 
 -- name: count_records
 SELECT count(*) FROM records WHERE crawl = ?;
@@ -114,8 +131,25 @@ WHERE (? IS NULL OR crawl = ?) AND last_changed >= ?
 ORDER BY crawl, first_seen, id;
 
 -- name: get_robots
-SELECT body FROM robots WHERE crawl = ? AND origin = ? AND fetched_at >= ?;
+SELECT body, fetched_at, failing_since, failures, retry_at, claim_owner, claim_until
+FROM robots WHERE crawl = ? AND origin = ?;
+
+-- name: add_robots
+INSERT OR IGNORE INTO robots (crawl, origin) VALUES (?, ?);
+
+-- name: claim_robots
+UPDATE robots SET claim_owner = :owner, claim_until = :until
+WHERE crawl = :crawl AND origin = :origin
+  AND (claim_until IS NULL OR claim_until < :now OR claim_owner = :owner);
 
 -- name: put_robots
-INSERT INTO robots (crawl, origin, body, fetched_at) VALUES (?, ?, ?, ?)
-ON CONFLICT (crawl, origin) DO UPDATE SET body = excluded.body, fetched_at = excluded.fetched_at;
+UPDATE robots
+SET body = ?, fetched_at = ?, failing_since = NULL, failures = 0, retry_at = NULL,
+    claim_owner = NULL, claim_until = NULL
+WHERE crawl = ? AND origin = ?;
+
+-- name: robots_failed
+UPDATE robots
+SET failing_since = coalesce(failing_since, :now), failures = failures + 1,
+    retry_at = :retry_at, claim_owner = NULL, claim_until = NULL
+WHERE crawl = :crawl AND origin = :origin;
