@@ -1,0 +1,207 @@
+"""Every hostile input costs bounded work: at most ``max_attempts`` fetches per URL, never
+faster than the backoff, and one bad page never fails another (DESIGN rule 5)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from crashsafe import Crawler, Page, Record, Spider, open_store
+from crashsafe.errors import ConfigError
+from crashsafe.store import Store
+from tests.faults.hostile import BAD_LINKS, HostileSite, hostile_site
+
+MAX_ATTEMPTS = 3
+BACKOFF = 0.05  # backoff_base: the n-th retry waits 0.05 * 2**(n-1) * [0.5, 1.5)
+BACKOFF_MAX = 0.5
+TIME_LIMIT = 60  # seconds; a hang, not a speed, is what this bounds
+
+
+class Hostile(Spider):
+    name = "hostile"
+    backoff_base = BACKOFF
+    backoff_max = BACKOFF_MAX
+    timeout = 1.0
+    max_attempts = MAX_ATTEMPTS
+    max_redirects = 3
+    max_response_bytes = 100_000
+
+    def parse(self, page: Page) -> Iterator[Any]:
+        path = urlsplit(page.url).path
+        if path == "/start":
+            yield from page.follow_all(css="a::attr(href)")
+        elif path == "/surrogate":
+            raise ValueError("odd bytes \udc80 in here")
+        elif path == "/nan":
+            yield Record("nan", {"price": math.nan})
+        elif path == "/dup":
+            yield Record("dup", {"v": 1})
+            yield Record("dup", {"v": 2})  # the same key twice: the last one wins
+        elif path == "/with-bad-link":
+            yield Record("with-bad-link", {"v": page.css(".v::text").get()})
+            yield page.follow("http://[::1")
+            yield "http://127.0.0.1:99999/x"
+        else:
+            yield Record(path, {"v": page.css(".v::text").get()})
+
+
+def crawl(store: Store, start: str, **settings: Any) -> Any:
+    crawler = Crawler(
+        Hostile(),
+        store,
+        settings=Hostile.crawl_settings(**settings),
+        start_urls=[start],
+        handle_signals=False,
+    )
+    return asyncio.run(asyncio.wait_for(crawler.run(), TIME_LIMIT))
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    s = open_store(db_url)
+    yield s
+    s.close()
+
+
+def gaps(site: HostileSite, path: str) -> list[float]:
+    times = site.times[path]
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+def test_each_hostile_url_costs_at_most_max_attempts_fetches(store: Store) -> None:
+    with hostile_site() as (site, base):
+        result = crawl(store, f"{base}/start")
+    stats = result.stats
+    failed = {urlsplit(f.url).path: f for f in store.failed("hostile")}
+    records = {r.key: r for r in store.iter_records("hostile")}
+
+    # the crawl ends: nothing left pending or leased, nothing fetched more than allowed
+    assert stats.pending == 0 and stats.leased == 0
+    fetched = {path: n for path, n in site.hits.items() if path != "/redirect-loop"}
+    assert max(fetched.values()) <= MAX_ATTEMPTS  # (the loop's hits are its redirects)
+    # a redirect to a URL that cannot be parsed fails at once, naming the target
+    assert site.hits["/bad-redirect"] == 1
+    assert "cannot be parsed: 'http://[::1'" in (failed["/bad-redirect"].error or "")
+    # a redirect loop fails after max_redirects
+    assert site.hits["/redirect-loop"] == 4  # the request and 3 redirects followed
+    assert "more than 3 redirects" in (failed["/redirect-loop"].error or "")
+    # bodies over the cap, declared or endless, fail at once
+    for path in ("/huge-declared", "/endless-chunked"):
+        assert site.hits[path] == 1
+        assert "response too large" in (failed[path].error or "")
+    # a body that trickles times out: retried with backoff, then given up
+    assert site.hits["/slow-body"] == MAX_ATTEMPTS
+    assert "timeout" in (failed["/slow-body"].error or "")
+    # Retry-After: a huge one is capped at backoff_max, a garbage one means the backoff
+    assert site.hits["/retry-after-long"] == MAX_ATTEMPTS
+    assert all(g >= BACKOFF_MAX * 0.9 for g in gaps(site, "/retry-after-long"))
+    assert site.hits["/retry-after-garbage"] == MAX_ATTEMPTS
+    floors = [BACKOFF * 2**n * 0.5 for n in range(MAX_ATTEMPTS)]
+    assert all(
+        g >= f * 0.9 for g, f in zip(gaps(site, "/retry-after-garbage"), floors, strict=False)
+    )
+    # an exception whose text UTF-8 cannot carry fails its own page, stored escaped
+    assert site.hits["/surrogate"] == 1
+    assert "odd bytes \\udc80 in here" in (failed["/surrogate"].error or "")
+    # NaN in a record: the page fails with the reason
+    assert "NaN or Infinity" in (failed["/nan"].error or "")
+    # one key yielded twice by a page: one row, at version 1, the last one
+    assert records["dup"].version == 1 and records["dup"].data == {"v": 2}
+    # a malformed link never fails its page: the record is stored, the links counted
+    assert records["with-bad-link"].data == {"v": "/with-bad-link"}
+    assert stats.links_skipped == len(BAD_LINKS) + 2
+    assert "/ok" in records
+    expected_failures = {
+        "/bad-redirect", "/redirect-loop", "/huge-declared", "/endless-chunked",
+        "/slow-body", "/retry-after-long", "/retry-after-garbage", "/surrogate", "/nan",
+    }  # fmt: skip
+    assert set(failed) == expected_failures
+    assert stats.done == 1 + 12 - len(expected_failures)  # /start and the pages that worked
+
+
+def test_the_crawl_of_a_page_with_bad_links_finishes_on_a_rerun_too(store: Store) -> None:
+    with hostile_site() as (site, base):
+        crawl(store, f"{base}/with-bad-link")
+        again = crawl(store, f"{base}/with-bad-link")
+    assert site.hits["/with-bad-link"] == 1
+    assert again.stats.done == 1 and again.stats.links_skipped == 2
+
+
+@pytest.mark.parametrize("start", ["http://127.0.0.1:99999/", "http://[::1", "ftp://127.0.0.1/"])
+def test_a_start_url_that_cannot_be_crawled_is_a_clear_error(store: Store, start: str) -> None:
+    with pytest.raises(ConfigError, match="cannot be crawled"):
+        crawl(store, start)
+    assert store.crawls() == []
+
+
+# -- robots.txt (RFC 9309) ----------------------------------------------------------------
+
+
+def test_a_robots_txt_redirect_loop_counts_as_unavailable(store: Store) -> None:
+    with hostile_site("loop") as (site, base):
+        crawl(store, f"{base}/ok")
+    robots = sum(n for path, n in site.hits.items() if path.startswith("/robots"))
+    assert robots == 6  # the request and 5 redirects (RFC 9309 2.3.1.2), once
+    assert site.hits["/ok"] == 1  # unavailable means no rules
+
+
+def test_a_huge_robots_txt_is_read_up_to_500_kib(store: Store) -> None:
+    with hostile_site("huge") as (site, base):
+        crawl(store, f"{base}/ok")
+        store.enqueue("hostile", [])  # the crawl is done; crawl two more pages of it
+        crawl(store, f"{base}/private")
+        crawl(store, f"{base}/late")
+    assert site.hits["/robots.txt"] == 1  # cached for the next runs
+    assert site.hits["/ok"] == 1
+    assert site.hits["/private"] == 0  # a rule within the first 500 KiB is obeyed
+    assert site.hits["/late"] == 1  # one past it is not read
+
+
+@pytest.mark.parametrize("mode", ["503", "reset"])
+def test_an_unreachable_robots_txt_holds_its_pages_back_with_backoff(
+    store: Store, mode: str
+) -> None:
+    grace = 1.5
+    with hostile_site(mode) as (site, base):
+        result = crawl(store, f"{base}/ok", robots_unreachable_grace=grace, backoff_base=0.2)
+    first_robots = site.times["/robots.txt"][0]
+    # the page waits (not fetched, not failed, no attempt counted) until robots.txt has
+    # been unreachable for the grace period; then it is crawled with no rules
+    assert site.hits["/ok"] == 1
+    assert site.times["/ok"][0] - first_robots >= grace
+    assert result.stats.done == 1 and result.stats.failed == 0
+    assert result.stats.outcomes.get("deferred", 0) >= 1
+    # robots.txt itself is tried with backoff, not hammered: 0.2 * 2**(n-1) * [0.5, 1.5)
+    # (aiohttp itself sends a request again at once when the connection drops: one fetch)
+    times = site.times["/robots.txt"]
+    fetches = times[:1] + [b for a, b in itertools.pairwise(times) if b - a > 0.05]
+    assert 2 <= len(fetches) <= 6
+    assert all(b - a >= 0.2 * 0.5 * 0.9 for a, b in itertools.pairwise(fetches))
+
+
+def test_two_workers_fetch_a_robots_txt_once(db_url: str) -> None:
+    async def two_workers(base: str) -> None:
+        stores = [open_store(db_url), open_store(db_url)]
+        try:
+            crawlers = [
+                Crawler(Hostile(), s, start_urls=[f"{base}/ok"], handle_signals=False)
+                for s in stores
+            ]
+            await asyncio.wait_for(asyncio.gather(*(c.run() for c in crawlers)), TIME_LIMIT)
+        finally:
+            for s in stores:
+                s.close()
+
+    with hostile_site("slow") as (site, base):
+        started = time.monotonic()
+        asyncio.run(two_workers(base))
+    assert site.hits["/robots.txt"] == 1
+    assert site.hits["/ok"] == 1
+    assert time.monotonic() - started < TIME_LIMIT
