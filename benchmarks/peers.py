@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/peers.py [--products 10000] [--latency-ms 0 20]
                                          [--concurrency 16] [--also-concurrency 64]
                                          [--pager 10] [--repeat 3] [--workers N]
-                                         [--only NAME ...]
+                                         [--only NAME ...] [--baseline SRC]
 
 For each latency, the demo shop runs in its own process and every contender crawls it
 from scratch as a subprocess, ``--repeat`` times, interleaved: crashsafe (fsync'd SQLite
@@ -17,7 +17,10 @@ its slot until its commit, a kill repeats at most c pages) and with ``lease_ahea
 most c requests at a time, but up to 2c pages between lease and commit).
 ``--workers N`` adds crashsafe with ``crawl --workers N`` at each concurrency (lease
 ahead, N processes of concurrency/N pages each). ``--only`` keeps the contenders whose
-name contains one of the given words.
+name contains one of the given words. ``--baseline SRC`` also runs each crashsafe contender
+with another version's source folder first on the path (``git worktree add /tmp/before
+<commit>``, then ``--baseline /tmp/before/src``), named ``... @baseline``: a change
+measured against what it changes, in the same run.
 Each listing links the ``--pager`` listings after it, like a page-number bar, so that at
 latency no crawler waits on a chain of 500 listings.
 Prints medians of pages/s, CPU seconds per 1 000 pages (the contender's processes and
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -86,6 +90,29 @@ def contenders(
     return runs
 
 
+def with_baseline(runs: dict[str, list[str]], src: str) -> dict[str, list[str]]:
+    """Every crashsafe run once more as ``@baseline``, on its own database."""
+    out: dict[str, list[str]] = {}
+    for name, cmd in runs.items():
+        out[name] = cmd
+        if name.startswith("crashsafe"):
+            db = next(a for a in cmd if a.startswith("sqlite:///"))
+            out[f"{name} @baseline"] = [
+                *(a if a != db else db.replace(".db", "-baseline.db") for a in cmd),
+                f"--baseline={src}",
+            ]
+    return out
+
+
+def env_for(cmd: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The command without its ``--baseline=`` marker, and the environment it needs."""
+    env = dict(os.environ)
+    marks = [a for a in cmd if a.startswith("--baseline=")]
+    if marks:
+        env["PYTHONPATH"] = marks[0].removeprefix("--baseline=")
+    return [a for a in cmd if a not in marks], env
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--products", type=int, default=10_000)
@@ -96,6 +123,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--only", nargs="+", default=[], metavar="NAME")
+    parser.add_argument("--baseline", metavar="SRC", help="another version's src folder")
     args = parser.parse_args()
     listings = max(1, args.products // 20)
     pages = listings * 21
@@ -118,9 +146,12 @@ def main() -> None:
                     )
                     if args.only:
                         runs = {k: v for k, v in runs.items() if any(w in k for w in args.only)}
-                    for name, cmd in runs.items():
+                    if args.baseline:
+                        runs = with_baseline(runs, args.baseline)
+                    for name, marked in runs.items():
+                        cmd, env = env_for(marked)
                         shop.reset()
-                        m = measure(cmd)
+                        m = measure(cmd, env=env)
                         served[name] = shop.stats()["requests"]
                         if m.returncode != 0:
                             print(f"  {name}: exit {m.returncode}")

@@ -36,6 +36,10 @@ MIGRATIONS = load_migrations("sqlite")
 SYNCHRONOUS = {"full", "normal", "off", "extra"}
 
 
+class _StaleInGroup(Exception):
+    """A group commit met a lease that is no longer current: redo it page by page."""
+
+
 def _statements(script: str) -> Iterator[str]:
     """Split an SQL script into statements (executescript would commit midway)."""
     buffer = ""
@@ -232,25 +236,31 @@ class SQLiteStore:
         self._run(go)
 
     def _apply(
-        self, db: sqlite3.Connection, crawl: str, pages: Sequence[PageOutcome]
+        self, db: sqlite3.Connection, crawl: str, pages: Sequence[PageOutcome], *, checked: bool
     ) -> list[bool]:
         """Write ``pages`` in the caller's transaction; return per page whether it was
-        refused as stale (its lease is no longer the current grant: nothing written)."""
+        refused as stale (its lease is no longer the current grant: nothing written).
+
+        ``checked`` looks the current grants up first. Without it every page is taken to
+        be current, and :class:`_StaleInGroup` is raised (the caller rolls back) as soon
+        as one fenced state update matches no row: one query less for the common case.
+        """
         if not pages:
             return []
         now = time.time()
-        ids = json.dumps([p.lease.frontier_id for p in pages])
-        current = dict(db.execute(Q["current_grants"], (ids,)).fetchall())
+        current: dict[int, int] = {}
+        if checked:
+            ids = json.dumps([p.lease.frontier_id for p in pages])
+            current = dict(db.execute(Q["current_grants"], (ids,)).fetchall())
         records, links, done, retry, failed, grants = [], [], [], [], [], []
         stale: list[bool] = []
         for p in pages:
             fid, grant = p.lease.frontier_id, p.lease.grant_id
-            if current.get(fid) != grant:
+            if checked and current.pop(fid, None) != grant:  # (pop: the same lease twice)
                 stale.append(True)
                 grants.append(("stale", grant))
                 continue
             stale.append(False)
-            current.pop(fid)  # the same lease twice in one group: the first one wins
             grants.append((p.kind, grant))
             error = None if p.error is None else storable(p.error)
             if p.kind == "done" or p.kind == "skipped":
@@ -265,11 +275,17 @@ class SQLiteStore:
                 retry.append((counted, p.http_status, error, p.next_attempt_at, fid, grant))
             else:
                 failed.append((p.http_status, error, now, fid, grant))
+        # The fenced state updates first: nothing else of a stale page may be written.
+        marked = 0
+        for name, rows in (("mark_done", done), ("mark_retry", retry), ("mark_failed", failed)):
+            if rows:
+                marked += db.executemany(Q[name], rows).rowcount
+        if marked != len(done) + len(retry) + len(failed):
+            if checked:  # cannot happen: the grants were read in this transaction
+                raise StoreError("a fenced update missed a row that was current")
+            raise _StaleInGroup
         db.executemany(Q["upsert_record"], records)
         db.executemany(Q["enqueue_url"], links)
-        db.executemany(Q["mark_done"], done)
-        db.executemany(Q["mark_retry"], retry)
-        db.executemany(Q["mark_failed"], failed)
         db.executemany(Q["set_grant_outcome"], grants)
         return stale
 
@@ -290,14 +306,15 @@ class SQLiteStore:
             return [], []
 
         def go() -> tuple[list[str | None], list[Lease]]:
-            # Fast path: the whole group in one go. If anything fails (the database, or a
-            # value it cannot take), redo page by page under savepoints so one bad page
-            # cannot take its neighbours down.
+            # Fast path: the whole group in one go, every lease taken to be current. If
+            # one is not (stale), or anything fails (the database, or a value it cannot
+            # take), redo page by page under savepoints, grants checked first, so one bad
+            # page cannot take its neighbours down.
             try:
                 with self._write() as db:
-                    stale = self._apply(db, crawl, outcomes)
+                    self._apply(db, crawl, outcomes, checked=False)
                     leases = self._lease_in(db, crawl, owner, limit, lease_seconds)
-                return [STALE if s else None for s in stale], leases
+                return [None] * len(outcomes), leases
             except Exception:
                 if not outcomes:
                     raise
@@ -306,14 +323,11 @@ class SQLiteStore:
                 for page in outcomes:
                     db.execute("SAVEPOINT page")
                     try:
-                        [was_stale] = self._apply(db, crawl, [page])
+                        [was_stale] = self._apply(db, crawl, [page], checked=True)
                     except Exception as exc:
                         db.execute("ROLLBACK TO page")
-                        errors.append(
-                            storable(
-                                f"{page.lease.url}: cannot be stored: {type(exc).__name__}: {exc}"
-                            )
-                        )
+                        reason = f"{type(exc).__name__}: {exc}"
+                        errors.append(storable(f"{page.lease.url}: cannot be stored: {reason}"))
                     else:
                         errors.append(STALE if was_stale else None)
                     db.execute("RELEASE page")
