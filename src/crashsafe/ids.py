@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import idna
 from w3lib.url import canonicalize_url
 
 __all__ = [
@@ -30,9 +31,10 @@ _WHITESPACE = re.compile(r"\s+")
 # characters only, no query, no fragment. Most links on most sites look like this, and
 # w3lib's full treatment costs ~100 µs a URL; such URLs come back unchanged from it.
 # Dot segments ("/./", "/../") are resolved by w3lib, so a path holding one is not simple.
-_SIMPLE = re.compile(
-    r"https?://[a-z0-9.-]+(?::([1-9]\d{0,4}))?(?!.*/\.\.?(?:/|$))(?:/[A-Za-z0-9._~/-]*)"
-)
+# (No lookahead inside: one that scans to the end at each backtracking step made a 64 KB
+# link take a second; dot segments are looked for apart, in linear time.)
+_SIMPLE = re.compile(r"https?://[a-z0-9.-]+(?::([1-9]\d{0,4}))?(/[A-Za-z0-9._~/-]*)")
+_DOT_SEGMENT = re.compile(r"/\.\.?(?:/|$)")
 
 
 def record_id(source: str, key: str) -> str:
@@ -53,6 +55,15 @@ def stable_text_id(text: str) -> str:
     return "D" + hashlib.sha256(normalised.encode()).hexdigest()[:16]
 
 
+def idna_host(host: str) -> str:
+    """``host`` lower-cased and, if not ASCII, IDNA-encoded with the UTS #46 mapping: the
+    one mapping used everywhere, so that a name is checked as it is connected to (raises
+    ``ValueError`` for a name IDNA refuses)."""
+    if host.isascii():
+        return host.lower()
+    return idna.encode(host, uts46=True).decode("ascii")
+
+
 def _strip_matcher(params: Iterable[str]) -> tuple[frozenset[str], tuple[str, ...]]:
     exact = {p.lower() for p in params if not p.endswith("*")}
     prefixes = tuple(p[:-1].lower() for p in params if p.endswith("*"))
@@ -67,11 +78,17 @@ def canonical_url(url: str, *, strip_params: Iterable[str] = DEFAULT_STRIP_PARAM
     sorts the rest; percent-encoding is normalised by w3lib.
     """
     simple = _SIMPLE.fullmatch(url)
-    if simple and simple.group(1) not in ("80", "443"):
+    if simple and simple.group(1) not in ("80", "443") and not _DOT_SEGMENT.search(simple[2]):
         return url
     parts = urlsplit(url.strip())
     scheme = parts.scheme.lower()
     netloc = parts.netloc
+    host = parts.hostname or ""
+    if not host.isascii():  # one IDNA mapping for every URL (w3lib's codec is IDNA 2003)
+        userinfo, _, hostport = netloc.rpartition("@")
+        encoded = idna_host(host)
+        hostport = encoded + hostport[hostport.lower().find(host) + len(host) :]
+        netloc = f"{userinfo}@{hostport}" if userinfo else hostport
     if parts.port is not None and _DEFAULT_PORTS.get(scheme) == parts.port:
         host = parts.hostname or ""
         if ":" in host:  # IPv6 literal

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from crashsafe.crawl import extract
-from crashsafe.crawl.extract import BadLink, LinkFilter
+from crashsafe.crawl import allow
+from crashsafe.crawl.allow import BadLink, LinkFilter
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.ids import canonical_url
 
@@ -28,7 +28,7 @@ BAD = {
 
 
 def test_canonical_links_and_refusals_are_the_same_from_the_cache() -> None:
-    links = LinkFilter(CrawlSettings(), ["https://example.com/"])
+    links = LinkFilter(CrawlSettings(allowed_domains=("*.example.com",)), [])
     for _ in range(3):
         assert {url: links.canonical(url) for url in CASES} == CASES
         for url, reason in BAD.items():
@@ -37,9 +37,21 @@ def test_canonical_links_and_refusals_are_the_same_from_the_cache() -> None:
 
 
 def test_the_cache_is_bounded_and_stays_right(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(extract, "CANONICAL_CACHE", 10)
+    monkeypatch.setattr(allow, "CANONICAL_CACHE", 10)
     links = LinkFilter(CrawlSettings(), ["https://example.com/"])
     urls = [f"https://example.com/p/{n}?utm_medium=x&z=1" for n in range(35)]
     for url in urls * 2:
         assert links.canonical(url) == canonical_url(url)
         assert len(links._canonical) <= 10
+
+
+def test_links_beyond_the_cap_are_skipped_and_counted() -> None:
+    from crashsafe.crawl.extract import to_rows
+    from crashsafe.crawl.spider import Page
+
+    page = Page(url="http://a.example/", status=200, headers={}, body=b"")
+    f = LinkFilter(CrawlSettings(), ["http://a.example/"])
+    hrefs = [f"/p/{n}" for n in range(25)]
+    rows = to_rows(hrefs, page=page, source="s", links=f, max_links=10)
+    assert [u.url for u in rows.links] == [f"http://a.example/p/{n}" for n in range(10)]
+    assert rows.links_skipped == 15 and "max_links_per_page" in rows.skipped[0]

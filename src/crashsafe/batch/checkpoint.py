@@ -21,6 +21,7 @@ import orjson
 
 from crashsafe.collector import paused_gc
 from crashsafe.errors import ConfigError, WorkerBusyError
+from crashsafe.files import open_private
 
 
 @dataclass(slots=True)
@@ -115,7 +116,7 @@ class Checkpoint:
         """Take the lock, read what is there, make the file ready for appending."""
         if not self.path.parent.is_dir():
             raise ConfigError(f"cannot write checkpoint {self.path}: no folder {self.path.parent}")
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_private(self._lock_path, os.O_RDWR | os.O_CREAT, follow=False)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -129,7 +130,7 @@ class Checkpoint:
         os.write(fd, f"pid {os.getpid()}".encode())
         self._lock_fd = fd
         found = self.found = scan(self.path)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         if found.torn_tail:
             self._write_durably(b"\n")
         return found

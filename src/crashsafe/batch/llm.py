@@ -8,9 +8,12 @@ the endpoint says "slow down", nobody hammers it); the tokens of every attempt a
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import random
+import re
 import time
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 import openai
 from openai.types.chat import ChatCompletionMessageParam
@@ -20,6 +23,7 @@ from crashsafe.batch.items import Item
 from crashsafe.batch.prompt import system_prompt, user_prompt
 from crashsafe.batch.task import BatchOutput, BatchTaskError, Usage, add_usage
 from crashsafe.crawl.pages import retry_after_seconds
+from crashsafe.errors import ConfigError
 
 
 class _Label(BaseModel):
@@ -29,6 +33,40 @@ class _Label(BaseModel):
 
 class _Answer(BaseModel):
     labels: list[_Label]
+
+
+NO_KEY = "not-set"  # what the CLI passes when OPENAI_API_KEY is not set
+_BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',]+")
+ERROR_BODY_SHOWN = 300  # characters of an endpoint's error kept in the dead letter
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    """``text`` without ``secrets`` nor any bearer token, cut to a readable length: an
+    endpoint's error body may echo the request's ``Authorization`` header, and it ends up
+    in the dead letter and on the terminal."""
+    for secret in secrets:
+        if len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    text = _BEARER.sub(r"\1[redacted]", text)
+    return text if len(text) <= ERROR_BODY_SHOWN else text[:ERROR_BODY_SHOWN] + "..."
+
+
+def check_key_transport(base_url: str, api_key: str) -> None:
+    """Refuse to send a real API key in clear text: over plain http only to loopback."""
+    parts = urlsplit(base_url)
+    if parts.scheme != "http" or not api_key or api_key == NO_KEY:
+        return
+    host = parts.hostname or ""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        raise ConfigError(
+            f"--base-url {base_url} is plain http: the API key would cross the network in "
+            "clear text. Use https, a loopback address, or unset OPENAI_API_KEY for an "
+            "endpoint that needs no key."
+        )
 
 
 class Cooldown:
@@ -76,8 +114,10 @@ class Classifier:
         backoff_base: float = 1.0,
         timeout: float = 120.0,
     ) -> None:
+        check_key_transport(base_url, api_key)
         self.labels = list(labels)
         self.model = model
+        self._secrets = [api_key]
         self.max_reasks = max_reasks
         self.max_retries = max_retries
         self.backoff_base = backoff_base
@@ -99,7 +139,7 @@ class Classifier:
                 )
             except openai.APIStatusError as exc:
                 if exc.status_code != 429 and exc.status_code < 500:
-                    message = f"HTTP {exc.status_code}: {exc.message}"
+                    message = redact(f"HTTP {exc.status_code}: {exc.message}", self._secrets)
                     raise BatchTaskError(message, usage=usage) from exc
                 error = f"HTTP {exc.status_code}"
                 wait = retry_after_seconds(exc.response.headers.get("retry-after"))

@@ -21,6 +21,7 @@ from crashsafe.batch.checkpoint import Checkpoint, encode_line
 from crashsafe.batch.items import Inputs, Item
 from crashsafe.batch.task import BatchOutput, TaskCaller, Usage, add_usage
 from crashsafe.errors import ConfigError
+from crashsafe.files import open_private
 from crashsafe.interrupts import GracefulInterrupts
 
 
@@ -161,7 +162,8 @@ class BatchRunner:
     def _dead_letter(self, ids: list[str], error: str, attempts: int, usage: Usage) -> None:
         line = {"ids": ids, "error": error, "attempts": attempts, "usage": usage}
         line["failed_at"] = _now_iso()
-        with dead_letter_path(self.path).open("a", encoding="utf-8") as f:
+        fd = open_private(dead_letter_path(self.path), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
             f.write(json.dumps(line, ensure_ascii=False) + "\n")
             f.flush()
             os.fsync(f.fileno())

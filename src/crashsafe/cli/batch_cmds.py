@@ -158,7 +158,9 @@ def llm_env(base_url: str | None, model: str | None) -> tuple[str, str, str]:
             "OPENAI_BASE_URL; `crashsafe batch llm-server` runs a local one for trying"
         )
     chosen = model or os.environ.get("CRASHSAFE_LLM_MODEL") or "gpt-4o-mini"
-    key = os.environ.get("OPENAI_API_KEY") or "not-set"
+    from crashsafe.batch.llm import NO_KEY
+
+    key = os.environ.get("OPENAI_API_KEY") or NO_KEY
     return url, chosen, key
 
 

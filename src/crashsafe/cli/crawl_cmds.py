@@ -10,8 +10,9 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import click
@@ -20,7 +21,9 @@ from crashsafe import aio
 from crashsafe.cli.options import db_option, fmt_seconds, open_db
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.errors import ConfigError
+from crashsafe.files import open_private
 from crashsafe.store import CrawlStats, Store, StoredRecord
+from crashsafe.text import csv_cell, printable
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -249,9 +252,10 @@ def failed(db_url: str, crawl_name: str | None, full: bool) -> None:
         if not full:
             error = error.splitlines()[-1] if error else ""
         status_text = row.http_status if row.http_status is not None else "-"
-        click.echo(f"{row.crawl}\t{row.url}\tattempts={row.attempts}\tstatus={status_text}")
+        line = f"{row.crawl}\t{row.url}\tattempts={row.attempts}\tstatus={status_text}"
+        click.echo(printable(line))
         if error:
-            click.echo("    " + error.replace("\n", "\n    "))
+            click.echo("    " + printable(error).replace("\n", "\n    "))
     click.echo(f"{len(rows)} failed URL(s); `crashsafe retry --db {db_url}` re-queues them.")
 
 
@@ -307,7 +311,16 @@ def write_jsonl(records: Iterable[StoredRecord], out: IO[str]) -> int:
     return n
 
 
-def write_csv(store: Store, crawl: str | None, since: float, out: IO[str]) -> int:
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def write_csv(
+    store: Store, crawl: str | None, since: float, out: IO[str], *, raw: bool = False
+) -> int:
+    """Records as CSV, one column per data key; cells a spreadsheet would run as formulas
+    are neutralised (:func:`crashsafe.text.csv_cell`) unless ``raw``."""
+    cell: Callable[[Any], Any] = _as_is if raw else csv_cell
     fields: dict[str, None] = {}
     for r in store.iter_records(crawl, since=since):  # first pass: the union of data keys
         if isinstance(r.data, dict):
@@ -325,7 +338,7 @@ def write_csv(store: Store, crawl: str | None, since: float, out: IO[str]) -> in
                 continue
             v = data.get(f)
             cells.append(json.dumps(v) if isinstance(v, dict | list) else v)
-        writer.writerow(cells)
+        writer.writerow([cell(c) for c in cells])
         n += 1
     return n
 
@@ -335,7 +348,8 @@ def _open_output(path: str | None) -> Iterator[IO[str]]:
     if path is None:
         yield sys.stdout
     else:
-        with open(path, "w", encoding="utf-8", newline="") as out:
+        fd = open_private(Path(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
             yield out
 
 
@@ -345,10 +359,24 @@ def _open_output(path: str | None) -> Iterator[IO[str]]:
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="File (default stdout).")
 @click.option("--since", help="Only records changed at or after this ISO time.")
+@click.option(
+    "--csv-raw",
+    is_flag=True,
+    help="CSV: keep cells that start with = + - @ as they are (a spreadsheet may run them).",
+)
 def export(
-    db_url: str, crawl_name: str | None, fmt: str, output: str | None, since: str | None
+    db_url: str,
+    crawl_name: str | None,
+    fmt: str,
+    output: str | None,
+    since: str | None,
+    csv_raw: bool,
 ) -> None:
-    """Write stored records as JSON Lines or CSV."""
+    """Write stored records as JSON Lines or CSV.
+
+    CSV cells that start with = + - @ (a formula to a spreadsheet) get a leading ' unless
+    --csv-raw is given.
+    """
     since_ts = parse_since(since)
     store = open_db(db_url)
     try:
@@ -357,7 +385,7 @@ def export(
             if fmt == "jsonl":
                 n = write_jsonl(store.iter_records(crawl_name, since=since_ts), out)
             else:
-                n = write_csv(store, crawl_name, since_ts, out)
+                n = write_csv(store, crawl_name, since_ts, out, raw=csv_raw)
     finally:
         store.close()
     if output:

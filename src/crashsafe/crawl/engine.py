@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from crashsafe.collector import rarer_gc
-from crashsafe.crawl.extract import BadLink, LinkFilter
+from crashsafe.crawl.addresses import AddressGuard, GuardedResolver
+from crashsafe.crawl.allow import BadLink, LinkFilter, host_and_port
 from crashsafe.crawl.politeness import (
     ROBOTS_MAX_BYTES,
     ROBOTS_MAX_REDIRECTS,
@@ -81,6 +82,8 @@ class Crawler:
             POSIX) instead of a thread; the store object is then only used for its ``url``.
         store_server: a socket to a running ``store.process.serve`` loop (``crashsafe
             crawl --workers``) to send the store calls to instead.
+        resolver: the DNS resolver under the address guard (default: the system's);
+            tests map names to addresses with it.
     """
 
     def __init__(
@@ -94,6 +97,7 @@ class Crawler:
         handle_signals: bool = True,
         store_process: bool | None = None,
         store_server: socket.socket | None = None,
+        resolver: Any = None,
     ) -> None:
         if not spider.name:
             raise ConfigError(f"spider {type(spider).__name__} needs a name = '...'")
@@ -117,6 +121,7 @@ class Crawler:
         self._failed_commits = 0  # in a row
         self._fatal: StoreError | None = None
         self._processor: PageProcessor | None = None
+        self._resolver = resolver
         self.owner = ""
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -259,17 +264,27 @@ class Crawler:
         self.owner = await self._call(self.store.register_worker)
         await self._call(self.store.reclaim_dead_workers, self.crawl)
         links = LinkFilter(self.settings, self.start_urls)
-        starts = []
+        starts: list[str] = []
         for url in self.start_urls:
             try:
-                starts.append(links.canonical(url))
+                canonical = links.canonical(url)
             except BadLink as exc:
                 raise ConfigError(f"start URL {url!r} cannot be crawled: {exc}") from None
-        await self._call(self.store.enqueue, self.crawl, [NewUrl(u, 0) for u in starts if u])
+            if canonical is None:
+                raise ConfigError(
+                    f"start URL {url!r} is outside allowed_domains "
+                    f"{list(self.settings.allowed_domains or ())}: add its host"
+                )
+            starts.append(canonical)
+        guard = AddressGuard.for_crawl(
+            self.settings.allowed_addresses, [host_and_port(u)[0] for u in starts]
+        )
+        await self._call(self.store.enqueue, self.crawl, [NewUrl(u, 0) for u in starts])
         from crashsafe.crawl.fetch import new_session
         from crashsafe.crawl.pages import PageProcessor
 
-        async with new_session(self.settings) as session:
+        resolver = GuardedResolver(guard, self._resolver)
+        async with new_session(self.settings, resolver=resolver) as session:
             processor = PageProcessor(
                 spider=self.spider,
                 settings=self.settings,
@@ -277,11 +292,11 @@ class Crawler:
                 robots=None,
                 hosts=HostSlots(self.settings.host_limit, self.settings.per_host_delay),
                 links=links,
+                guard=guard,
             )
             if self.settings.obey_robots:
-                processor.robots = self._robots(
-                    session, links, lambda n: processor.backoff(n, None)
-                )
+                backoff = functools.partial(processor.backoff, retry_after=None)
+                processor.robots = self._robots(session, links, guard, backoff)
             self._processor = processor
             interrupted = await self._loop()
         if self._fatal is not None:
@@ -289,7 +304,13 @@ class Crawler:
         stats = await self._call(self.store.stats, self.crawl)
         return CrawlResult(interrupted, time.monotonic() - started, stats)
 
-    def _robots(self, session: Any, links: LinkFilter, backoff: Callable[[int], float]) -> Robots:
+    def _robots(
+        self,
+        session: Any,
+        links: LinkFilter,
+        guard: AddressGuard,
+        backoff: Callable[[int], float],
+    ) -> Robots:
         from crashsafe.crawl.fetch import fetch
 
         s, crawl = self.settings, self.crawl
@@ -313,7 +334,8 @@ class Crawler:
                 session,
                 url,
                 s,
-                may_follow=links.host_allowed,
+                redirect_to=links.canonical,
+                guard=guard,
                 max_redirects=ROBOTS_MAX_REDIRECTS,
                 max_bytes=ROBOTS_MAX_BYTES,
                 truncate=True,

@@ -6,97 +6,17 @@ import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
-from crashsafe.crawl.settings import CrawlSettings
+from crashsafe.crawl.allow import BadLink, LinkFilter
 from crashsafe.crawl.spider import Link, Page, Record, Spider
-from crashsafe.ids import canonical_url, record_id
+from crashsafe.ids import record_id
 from crashsafe.store import NewUrl, RecordRow
+
+__all__ = ["BadLink", "LinkFilter", "ParseError", "Rows", "run_callback", "to_rows"]
 
 
 class ParseError(Exception):
     """The spider's code raised, or yielded something crashsafe cannot store."""
-
-
-CANONICAL_CACHE = 20_000  # links remembered; then the cache starts over
-
-
-class BadLink(Exception):
-    """A link that cannot be crawled: malformed, or a scheme we do not fetch."""
-
-
-_BAD = "\x00bad"  # cached answer for a bad link (the reason follows)
-
-
-def _hostname(url: str) -> str:
-    try:
-        return urlsplit(url).hostname or ""
-    except ValueError:
-        return ""
-
-
-class LinkFilter:
-    """Decides which links enter the frontier, in canonical form.
-
-    Answers are cached: most pages of a site repeat the same menus, pagers and footers.
-    A malformed or unsupported link raises :class:`BadLink`; one that is only not wanted
-    (another host, too deep) gives None.
-    """
-
-    def __init__(self, settings: CrawlSettings, start_urls: Iterable[str]) -> None:
-        self.strip = settings.strip_query_params
-        self.max_depth = settings.max_depth
-        domains = settings.allowed_domains
-        if domains is None:
-            domains = tuple({_hostname(u) for u in start_urls} - {""})
-        self.domains = tuple(d.lower().lstrip(".") for d in domains)
-        self._canonical: dict[str, str | None] = {}
-
-    def host_allowed(self, url: str) -> bool:
-        return self._allowed(urlsplit(url).hostname)
-
-    def _allowed(self, hostname: str | None) -> bool:
-        host = (hostname or "").lower()
-        return not self.domains or any(host == d or host.endswith("." + d) for d in self.domains)
-
-    def canonical(self, url: str) -> str | None:
-        """The canonical form of ``url``, or None if it is not to be crawled.
-
-        Raises:
-            BadLink: ``url`` is malformed (bad IPv6 literal, port out of range, text that
-                cannot be encoded) or not http(s).
-        """
-        cache = self._canonical
-        try:
-            result = cache[url]
-        except KeyError:
-            result = self._canonical_uncached(url)
-            if len(cache) >= CANONICAL_CACHE:
-                cache.clear()
-            cache[url] = result
-        if result is not None and result.startswith(_BAD):
-            raise BadLink(result[len(_BAD) :])
-        return result
-
-    def _canonical_uncached(self, url: str) -> str | None:
-        try:
-            parts = urlsplit(url)
-            if parts.scheme not in ("http", "https"):
-                return f"{_BAD}unsupported scheme {parts.scheme or '(none)'!r}"
-            parts.port  # noqa: B018 -- raises for a port out of range or not a number
-            if not parts.hostname:
-                return f"{_BAD}no host"
-            if not self._allowed(parts.hostname):
-                return None
-            return canonical_url(url, strip_params=self.strip)
-        except ValueError as exc:  # UnicodeError included
-            return f"{_BAD}{exc}"
-
-    def new_url(self, link: Link, depth: int) -> NewUrl | None:
-        if self.max_depth is not None and depth > self.max_depth:
-            return None
-        url = self.canonical(link.url)
-        return None if url is None else NewUrl(url, depth, link.callback, link.priority)
 
 
 async def run_callback(spider: Spider, page: Page, callback: str | None) -> list[Any]:
@@ -130,14 +50,23 @@ class Rows:
 SKIPPED_SHOWN = 3  # bad links kept per page to show in the log
 
 
-def to_rows(items: Iterable[Any], *, page: Page, source: str, links: LinkFilter) -> Rows:
+def to_rows(
+    items: Iterable[Any],
+    *,
+    page: Page,
+    source: str,
+    links: LinkFilter,
+    max_links: int = 10_000,
+) -> Rows:
     """Sort yielded items into records and new URLs, validating as we go.
 
     The same record key yielded twice by one page is stored once: the last one wins. A
-    malformed or unsupported link is skipped and counted, never fails the page.
+    malformed or unsupported link is skipped and counted, never fails the page; so are the
+    links beyond the first ``max_links``.
     """
     records: dict[str, RecordRow] = {}
     rows = Rows()
+    seen = 0
     for item in items:
         if isinstance(item, Record):
             if item.key is None or item.key == "":
@@ -161,6 +90,12 @@ def to_rows(items: Iterable[Any], *, page: Page, source: str, links: LinkFilter)
             records.pop(row.id, None)  # re-inserted: the page's order follows the last one
             records[row.id] = row
         elif isinstance(item, Link | str):
+            seen += 1
+            if seen > max_links:
+                rows.links_skipped += 1
+                if seen == max_links + 1 and len(rows.skipped) < SKIPPED_SHOWN:
+                    rows.skipped.append(f"links after the first {max_links}: max_links_per_page")
+                continue
             try:
                 link = item if isinstance(item, Link) else Link(page.urljoin(item))
                 new = links.new_url(link, page.depth + 1)

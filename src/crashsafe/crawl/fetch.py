@@ -8,15 +8,16 @@ Errors are sorted into two kinds the engine acts on: :class:`TransientFetchError
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
 import aiohttp
+import aiohttp.abc
 from multidict import CIMultiDictProxy
-from yarl import URL
 
+from crashsafe.crawl.addresses import AddressGuard, ip_literal
+from crashsafe.crawl.allow import BadLink, client_url
 from crashsafe.crawl.fetch_errors import FetchError, PermanentFetchError, TransientFetchError
 from crashsafe.crawl.settings import CrawlSettings
 
@@ -31,8 +32,6 @@ __all__ = [
 ]
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
-# Only characters that may stand in an already percent-encoded URL (RFC 3986).
-_ENCODED = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +42,16 @@ class Response:
     body: bytes
 
 
-def new_session(settings: CrawlSettings) -> aiohttp.ClientSession:
+def new_session(
+    settings: CrawlSettings, *, resolver: aiohttp.abc.AbstractResolver | None = None
+) -> aiohttp.ClientSession:
+    """The crawl's HTTP session; ``resolver`` (an address guard) decides which addresses
+    a name may connect to."""
     connector = aiohttp.TCPConnector(
         limit=settings.concurrency + 4,  # + robots.txt fetches
         limit_per_host=0,  # the engine enforces per-host limits itself
         ttl_dns_cache=300,
+        resolver=resolver,
     )
     return aiohttp.ClientSession(
         connector=connector,
@@ -88,14 +92,18 @@ async def fetch(
     url: str,
     settings: CrawlSettings,
     *,
-    may_follow: Callable[[str], bool] = lambda _url: True,
+    redirect_to: Callable[[str], str | None] = lambda url: url,
+    guard: AddressGuard | None = None,
     max_redirects: int | None = None,
     max_bytes: int | None = None,
     truncate: bool = False,
 ) -> Response:
-    """GET ``url``, following up to ``max_redirects`` redirects that ``may_follow`` allows.
+    """GET ``url``, following up to ``max_redirects`` redirects.
 
-    A redirect that ``may_follow`` refuses is returned as the response itself. Limits
+    ``redirect_to`` turns a redirect's target into the URL to request next (canonical,
+    allowed), or None to stop there: the redirect is then returned as the response
+    itself; BadLink from it fails the fetch. ``guard`` checks IP literals (the session's
+    resolver checks names). Limits
     default to the settings'; with ``truncate`` a body over ``max_bytes`` is cut there
     instead of failing.
     """
@@ -103,9 +111,9 @@ async def fetch(
     cap = settings.max_response_bytes if max_bytes is None else max_bytes
     current = url
     for _ in range(redirects + 1):
-        # Frontier URLs are canonical, hence percent-encoded already: tell yarl so, which
-        # spares it re-quoting every request.
-        request_url = URL(current, encoded=True) if _ENCODED.fullmatch(current) else current
+        request_url = client_url(current)  # what the allow decision was made on
+        if guard is not None and (address := ip_literal(request_url.raw_host or "")):
+            guard.check(request_url.raw_host or "", address)
         try:
             async with session.get(request_url, allow_redirects=False) as resp:
                 location = resp.headers.get("Location")
@@ -116,8 +124,14 @@ async def fetch(
                         raise PermanentFetchError(
                             f"redirect to a URL that cannot be parsed: {location[:200]!r} ({exc})"
                         ) from exc
-                    if may_follow(target):
-                        current = target
+                    try:
+                        follow = redirect_to(target)
+                    except BadLink as exc:
+                        raise PermanentFetchError(
+                            f"redirect to a URL that cannot be crawled: {location[:200]!r} ({exc})"
+                        ) from exc
+                    if follow is not None:
+                        current = follow
                         continue
                 body = await _read_capped(resp, cap, truncate=truncate)
                 return Response(current, resp.status, resp.headers, body)

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from crashsafe.crawl.addresses import AddressGuard
 from crashsafe.crawl.extract import LinkFilter, ParseError, run_callback, to_rows
 from crashsafe.crawl.fetch import (
     REDIRECTS,
@@ -31,6 +32,7 @@ from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Page, Spider
 from crashsafe.store import Lease, PageOutcome
 from crashsafe.store.base import storable
+from crashsafe.text import printable
 
 GONE = frozenset({404, 410})
 SKIPPED_LOGGED = 10  # skipped links written to stderr per run; all are counted in status
@@ -62,6 +64,7 @@ class PageProcessor:
         robots: Robots | None,
         hosts: HostSlots,
         links: LinkFilter,
+        guard: AddressGuard | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.spider = spider
@@ -70,6 +73,7 @@ class PageProcessor:
         self.robots = robots
         self.hosts = hosts
         self.links = links
+        self.guard = guard
         self.rng = rng or random.Random()
         self.skipped_logged = 0
 
@@ -93,7 +97,9 @@ class PageProcessor:
 
     async def _fetch(self, url: str, on_request: Callable[[], None]) -> Response:
         on_request()
-        return await fetch(self.session, url, self.settings, may_follow=self.links.host_allowed)
+        return await fetch(
+            self.session, url, self.settings, redirect_to=self.links.canonical, guard=self.guard
+        )
 
     async def process(self, lease: Lease, on_request: Callable[[], None]) -> PageOutcome:
         """Fetch and parse ``lease``; ``on_request`` is called just before the request.
@@ -165,7 +171,13 @@ class PageProcessor:
         )
         try:
             items = await run_callback(self.spider, page, lease.callback)
-            rows = to_rows(items, page=page, source=self.spider.name, links=self.links)
+            rows = to_rows(
+                items,
+                page=page,
+                source=self.spider.name,
+                links=self.links,
+                max_links=self.settings.max_links_per_page,
+            )
         except ParseError as exc:
             return PageOutcome(lease, "failed", status, str(exc))
         except Exception:
@@ -187,4 +199,5 @@ class PageProcessor:
                 return
             self.skipped_logged += 1
             more = " (no more of these are shown)" if self.skipped_logged == SKIPPED_LOGGED else ""
-            sys.stderr.write(storable(f"crashsafe: skipped link {text} on {url}{more}\n"))
+            line = printable(storable(f"crashsafe: skipped link {text} on {url}{more}"))
+            sys.stderr.write(line + "\n")

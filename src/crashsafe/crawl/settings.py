@@ -38,10 +38,16 @@ class CrawlSettings:
             network errors), its origin's pages waiting with backoff, before the crawl
             goes on with the last copy read, or with no rules if none was ever read
             (RFC 9309 2.3.1.4; default 30 days).
-        allowed_domains: hosts (and their subdomains) to crawl; ``None``: the start
-            URLs' hosts.
+        allowed_domains: hosts to crawl: ``host`` (ports 80 and 443), ``*.host`` (and its
+            subdomains), ``host:port``, ``*`` (any host); ``None``: the start URLs' hosts
+            with their ports (``docs/security.md``).
+        allowed_addresses: special-use address ranges the crawl may connect to beyond
+            those its start URLs point at: ``loopback``, ``private``, ``link-local``,
+            ``shared``, ``multicast``, ``unspecified``, ``reserved`` or a network
+            (``10.0.0.0/8``). Public addresses are always allowed.
         strip_query_params: query parameters dropped when URLs are canonicalised.
         max_depth: links further than this from a start URL are not followed.
+        max_links_per_page: links a page may add; the rest are skipped and counted.
         user_agent: the User-Agent header, also the robots.txt agent.
         grace_seconds: on Ctrl-C/SIGTERM, time given to in-flight pages to commit.
         handle_statuses: non-2xx statuses passed to ``parse`` instead of failing.
@@ -61,14 +67,16 @@ class CrawlSettings:
     obey_robots: bool = True
     robots_unreachable_grace: float = 30 * 24 * 3600.0
     allowed_domains: tuple[str, ...] | None = None
+    allowed_addresses: tuple[str, ...] = ()
     strip_query_params: tuple[str, ...] = DEFAULT_STRIP_PARAMS
     max_depth: int | None = None
+    max_links_per_page: int = 10_000
     user_agent: str = "crashsafe/0.1"
     grace_seconds: float = 10.0
     handle_statuses: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        positive = ("concurrency", "lease_seconds", "max_attempts", "timeout")
+        positive = ("concurrency", "lease_seconds", "max_attempts", "timeout", "max_links_per_page")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"setting {name} must be > 0, got {getattr(self, name)!r}")
@@ -112,7 +120,7 @@ class CrawlSettings:
                 return float(text)
             if name == "handle_statuses":
                 return tuple(int(p) for p in text.split(",") if p)
-            if name in {"allowed_domains", "strip_query_params"}:
+            if name in {"allowed_domains", "allowed_addresses", "strip_query_params"}:
                 return tuple(p.strip() for p in text.split(",") if p.strip())
             return text
         except ValueError:

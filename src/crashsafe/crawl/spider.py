@@ -213,7 +213,12 @@ class Spider:
         """The defaults, updated by this class's attributes, then by ``overrides``."""
         names = CrawlSettings.names()
         from_class = {n: getattr(cls, n) for n in names if hasattr(cls, n)}
-        for key in ("allowed_domains", "strip_query_params", "handle_statuses"):
+        for key in (
+            "allowed_domains",
+            "allowed_addresses",
+            "strip_query_params",
+            "handle_statuses",
+        ):
             if from_class.get(key) is not None:
                 from_class[key] = tuple(from_class[key])
         return CrawlSettings().replace(**from_class).replace(**overrides)

@@ -26,11 +26,12 @@ async def serve(
 class AppThread:
     """An aiohttp app served from a background thread. Use as a context manager.
 
-    ``url`` is ``http://127.0.0.1:PORT`` once entered.
+    ``url`` is ``http://HOST:PORT`` once entered (HOST: 127.0.0.1 unless given).
     """
 
-    def __init__(self, app: web.Application, *, port: int = 0) -> None:
+    def __init__(self, app: web.Application, *, host: str = "127.0.0.1", port: int = 0) -> None:
         self.app = app
+        self.host = host
         self.port = port
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
@@ -38,11 +39,13 @@ class AppThread:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def __enter__(self) -> Self:
         self._thread.start()
-        future = asyncio.run_coroutine_threadsafe(serve(self.app, port=self.port), self._loop)
+        future = asyncio.run_coroutine_threadsafe(
+            serve(self.app, host=self.host, port=self.port), self._loop
+        )
         try:
             self._runner, self.port = future.result(10)
         except BaseException:

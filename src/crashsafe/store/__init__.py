@@ -35,8 +35,23 @@ __all__ = [
     "RobotsEntry",
     "Store",
     "StoredRecord",
+    "masked",
     "open_store",
 ]
+
+
+def masked(url: str) -> str:
+    """``url`` with its password (if any) shown as ``***``: for messages and logs."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url.split("://", 1)[0] + "://..."
+    if not password:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{user}:***@{host}").geturl()
 
 
 def open_store(url: str, *, create: bool = True) -> Store:
@@ -70,4 +85,4 @@ def open_store(url: str, *, create: bool = True) -> Store:
         raise ConfigError(
             "the PostgreSQL store is not built yet in this version; use sqlite:///path.db"
         )
-    raise ConfigError(f"unknown database URL {url!r}: use sqlite:///path.db")
+    raise ConfigError(f"unknown database URL {masked(url)!r}: use sqlite:///path.db")

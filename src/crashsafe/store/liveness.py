@@ -16,6 +16,8 @@ import secrets
 import socket
 from pathlib import Path
 
+from crashsafe.files import open_private, private_folder
+
 
 def new_owner_id() -> str:
     """An owner id unique across machines, processes and restarts."""
@@ -37,8 +39,8 @@ class LockDir:
 
     def acquire(self, owner: str) -> None:
         """Take ``owner``'s lock for the life of this process (or until release)."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._path(owner), os.O_RDWR | os.O_CREAT, 0o644)
+        private_folder(self.folder)
+        fd = open_private(self._path(owner), os.O_RDWR | os.O_CREAT, follow=False)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._held[owner] = fd
 
@@ -55,7 +57,7 @@ class LockDir:
             return True
         path = self._path(owner)
         try:
-            fd = os.open(path, os.O_RDWR)
+            fd = open_private(path, os.O_RDWR, follow=False)
         except FileNotFoundError:
             return False
         try:

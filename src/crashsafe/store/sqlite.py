@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from crashsafe.errors import SchemaError, StoreError
+from crashsafe.files import create_private
 from crashsafe.store.base import (
     STALE,
     CrawlStats,
@@ -66,6 +67,7 @@ class SQLiteStore:
             raise StoreError(
                 f"cannot create database {self.path}: folder {self.path.parent} does not exist"
             )
+        create_private(self.path)  # 0600; SQLite gives its -wal and -shm files the same mode
         try:
             self._db = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=60

@@ -1,0 +1,49 @@
+"""Files a job creates: private to their owner, and locks never opened through a link.
+
+Databases, checkpoints, dead letters and exports hold what was crawled or classified, and
+sometimes what it cost; they are created ``0600`` (folders ``0700``) whatever the umask
+says. Lock files are opened with ``O_NOFOLLOW``: a lock file planted as a symbolic link to
+another file (``results.jsonl.lock -> ~/.bashrc``) would otherwise be truncated and written
+through the link.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+from crashsafe.errors import ConfigError
+
+FILE_MODE = 0o600
+FOLDER_MODE = 0o700
+
+
+def open_private(path: Path, flags: int, *, follow: bool = True) -> int:
+    """``os.open`` creating ``path`` (if ``flags`` say so) as ``0600``; with
+    ``follow=False`` a symbolic link at ``path`` is refused instead of followed."""
+    extra = os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        return os.open(path, flags | extra, FILE_MODE)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise ConfigError(
+                f"{path} is a symbolic link: crashsafe does not open its lock files through "
+                "links (one could point at any file); remove it"
+            ) from None
+        raise
+
+
+def create_private(path: Path) -> None:
+    """Create ``path`` empty as ``0600`` if it does not exist (so that a library which
+    creates it later, SQLite say, finds it with the right mode)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
+def private_folder(path: Path) -> None:
+    """``mkdir -p`` with the folders it creates ``0700``."""
+    path.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)

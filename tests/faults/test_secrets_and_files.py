@@ -1,0 +1,126 @@
+"""Secrets stay secret and files stay private: a planted API key is found in no file the
+job wrote nor in its output; credentials in URLs are never stored; lock files are not
+opened through links; what a job creates is 0600."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from crashsafe.batch.checkpoint import Checkpoint
+from crashsafe.batch.llm import Classifier, redact
+from crashsafe.demo.server import AppThread
+from crashsafe.demo.shop import ShopThread
+from crashsafe.errors import ConfigError
+from tests.helpers import CLI, cli_env, run_cli
+
+KEY = "sk-planted-0123456789abcdef"
+
+
+async def echo_authorization(request: web.Request) -> web.Response:
+    """An endpoint that refuses the key and echoes the request's headers (some do)."""
+    body = {"error": {"message": f"bad key; you sent {request.headers.get('Authorization')}"}}
+    return web.json_response(body, status=401)
+
+
+def files_under(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file()]
+
+
+def test_a_planted_api_key_is_in_no_file_the_job_wrote(tmp_path: Path) -> None:
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", echo_authorization)
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": f"review {n}"}) + "\n" for n in range(3)))
+    env = cli_env() | {"OPENAI_API_KEY": KEY}
+    with AppThread(app) as server:
+        args = ["batch", "classify", str(src), "--checkpoint", str(tmp_path / "out.jsonl"),
+                "--labels", "a,b", "--base-url", f"{server.url}/v1",
+                "--max-attempts", "1"]  # fmt: skip
+        done = subprocess.run(
+            [*CLI, *args], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path
+        )
+    written = files_under(tmp_path)
+    assert any("failed" in p.name for p in written), (done.stderr, written)  # refusal kept
+    for path in written:
+        assert KEY not in path.read_text(errors="replace"), path
+    assert KEY not in done.stdout + done.stderr
+    assert "[redacted]" in "".join(p.read_text() for p in written if "failed" in p.name)
+
+
+def test_redact_removes_the_key_and_any_bearer_token() -> None:
+    text = redact(f"401: got 'Authorization: Bearer {KEY}' and Bearer other-token", [KEY])
+    assert KEY not in text and "other-token" not in text
+    assert len(redact("x" * 10_000, [KEY])) <= 303
+
+
+def test_the_api_key_never_crosses_the_network_in_clear_text() -> None:
+    with pytest.raises(ConfigError, match="plain http"):
+        Classifier(labels=["a"], base_url="http://llm.example/v1", model="m", api_key=KEY)
+    for ok in ("https://llm.example/v1", "http://127.0.0.1:9/v1", "http://localhost:9/v1"):
+        Classifier(labels=["a"], base_url=ok, model="m", api_key=KEY)
+    Classifier(labels=["a"], base_url="http://llm.example/v1", model="m", api_key="not-set")
+
+
+def test_credentials_in_a_start_url_are_refused_and_stored_nowhere(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    with ShopThread() as site:
+        start = site.url.replace("http://", "http://user:hunter2secret@") + "/list/0"
+        result = run_cli("crawl", "crashsafe.demo.spider:DemoShop", "--db", f"sqlite:///{db}",
+                         "--start-url", start, "--no-progress")  # fmt: skip
+    assert result.returncode != 0 and "credentials" in result.stderr
+    assert "Traceback" not in result.stderr
+    for path in files_under(tmp_path):
+        assert b"hunter2secret" not in path.read_bytes(), path
+
+
+def test_a_lock_file_planted_as_a_link_is_refused(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    checkpoint = tmp_path / "results.jsonl"
+    (tmp_path / "results.jsonl.lock").symlink_to(victim)
+    with pytest.raises(ConfigError, match="symbolic link"):
+        Checkpoint(checkpoint).open()
+    assert victim.read_text() == "precious\n"
+
+
+def test_what_a_job_creates_is_private(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        db = tmp_path / "c.db"
+        with ShopThread() as site:
+            result = run_cli("crawl", "crashsafe.demo.spider:DemoShop", "--db", f"sqlite:///{db}",
+                             "--start-url", f"{site.url}/list/0", "--no-progress",
+                             "--set", "max_depth=0")  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        out = tmp_path / "export.csv"
+        assert run_cli("export", "--db", f"sqlite:///{db}", "-o", str(out)).returncode == 0
+        with Checkpoint(tmp_path / "r.jsonl"):
+            pass
+    finally:
+        os.umask(old)
+    for path in [db, out, tmp_path / "r.jsonl", tmp_path / "r.jsonl.lock"]:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    for path in files_under(tmp_path):  # -wal, -shm, the liveness locks, whatever is left
+        assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised() -> None:
+    from crashsafe.text import csv_cell, printable
+
+    row = [csv_cell(v) for v in ('=HYPERLINK("http://x")', "+1", "-2", "@SUM(A1)", "ok", -3)]
+    buffer = io.StringIO()
+    csv.writer(buffer).writerow(row)
+    assert buffer.getvalue().startswith("\"'=HYPERLINK")
+    assert row[1:] == ["'+1", "'-2", "'@SUM(A1)", "ok", -3]
+    assert printable("redirect to \x1b]8;;http://evil\x07x\x1b[2J") == (
+        "redirect to \\x1b]8;;http://evil\\x07x\\x1b[2J"
+    )
