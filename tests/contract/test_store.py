@@ -194,21 +194,40 @@ def test_robots_cache(open_stores: Callable[[], Store]) -> None:
     assert a.claim_robots(C, "http://a", "wa", 60)  # the holder may renew its claim
     entry = b.get_robots(C, "http://a")
     assert entry is not None and entry.body is None and entry.claimed_until is not None
-    a.put_robots(C, "http://a", "User-agent: *\nDisallow: /x")
+    read_at = time.time() - 5
+    assert a.put_robots(
+        C, "http://a", "User-agent: *\nDisallow: /x", owner="wa", fetched_at=read_at
+    )
     entry = b.get_robots(C, "http://a")
     assert entry is not None and entry.body == "User-agent: *\nDisallow: /x"
-    assert entry.fetched_at is not None and entry.claimed_until is None
+    assert entry.fetched_at == pytest.approx(read_at) and entry.claimed_until is None
     # unreachable: failures counted from the first one, the last copy kept
     assert b.claim_robots(C, "http://a", "wb", 60)
-    b.robots_failed(C, "http://a", time.time() + 30)
-    b.robots_failed(C, "http://a", time.time() + 60)
+    assert b.robots_failed(C, "http://a", time.time() + 30, owner="wb")
+    assert b.claim_robots(C, "http://a", "wb", 60)
+    assert b.robots_failed(C, "http://a", time.time() + 60, owner="wb")
     entry = a.get_robots(C, "http://a")
     assert entry is not None and entry.failures == 2 and entry.failing_since is not None
     assert entry.body == "User-agent: *\nDisallow: /x" and entry.claimed_until is None
     assert entry.retry_at is not None and entry.retry_at > time.time() + 50
-    a.put_robots(C, "http://a", "")
+    assert a.claim_robots(C, "http://a", "wa", 60)
+    assert a.put_robots(C, "http://a", "", owner="wa", fetched_at=time.time())
     entry = a.get_robots(C, "http://a")
     assert entry is not None and (entry.body, entry.failures, entry.failing_since) == ("", 0, None)
+
+
+def test_robots_writes_are_fenced_by_the_claim(store: Store) -> None:
+    assert store.claim_robots(C, "http://a", "paused", -1)  # lapsed while it was paused
+    assert store.claim_robots(C, "http://a", "new", 60)
+    # the paused worker comes back: its copy and its failure are both refused
+    assert not store.put_robots(C, "http://a", "old copy", owner="paused", fetched_at=0)
+    assert not store.robots_failed(C, "http://a", time.time() + 60, owner="paused")
+    store.release_robots(C, "http://a", "paused")  # not its claim: changes nothing
+    entry = store.get_robots(C, "http://a")
+    assert entry is not None and entry.body is None and entry.failures == 0
+    assert entry.claimed_until is not None
+    store.release_robots(C, "http://a", "new")
+    assert store.claim_robots(C, "http://a", "third", 60)
 
 
 def test_a_lapsed_claim_can_be_taken_over(store: Store) -> None:

@@ -30,6 +30,7 @@ HOSTILE = [
     "/retry-after-long",
     "/retry-after-garbage",
     "/surrogate",
+    "/surrogate-key",
     "/nan",
     "/dup",
     "/with-bad-link",
@@ -46,6 +47,7 @@ class HostileSite:
         self.robots = robots
         self.hits: Counter[str] = Counter()
         self.times: defaultdict[str, list[float]] = defaultdict(list)
+        self.agents: Counter[str] = Counter()  # User-Agents of the page requests
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -58,6 +60,7 @@ class HostileSite:
         self.times[path].append(time.monotonic())
         if path.startswith("/robots"):
             return await self.robots_txt(request)
+        self.agents[request.headers.get("User-Agent", "")] += 1
         if path == "/start":
             links = "".join(f'<a href="{u}">x</a>' for u in HOSTILE + BAD_LINKS)
             return web.Response(text=PAGE.format("start", links), content_type="text/html")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,6 +38,8 @@ class Hostile(Spider):
             yield from page.follow_all(css="a::attr(href)")
         elif path == "/surrogate":
             raise ValueError("odd bytes \udc80 in here")
+        elif path == "/surrogate-key":
+            yield Record("key-\udc80", {"t": "text-\udc81"})
         elif path == "/nan":
             yield Record("nan", {"price": math.nan})
         elif path == "/dup":
@@ -110,6 +111,8 @@ def test_each_hostile_url_costs_at_most_max_attempts_fetches(store: Store) -> No
     # an exception whose text UTF-8 cannot carry fails its own page, stored escaped
     assert site.hits["/surrogate"] == 1
     assert "odd bytes \\udc80 in here" in (failed["/surrogate"].error or "")
+    # a record whose key and data UTF-8 cannot carry: stored, escaped
+    assert records["key-\\udc80"].data == {"t": "text-\\udc81"}
     # NaN in a record: the page fails with the reason
     assert "NaN or Infinity" in (failed["/nan"].error or "")
     # one key yielded twice by a page: one row, at version 1, the last one
@@ -123,7 +126,7 @@ def test_each_hostile_url_costs_at_most_max_attempts_fetches(store: Store) -> No
         "/slow-body", "/retry-after-long", "/retry-after-garbage", "/surrogate", "/nan",
     }  # fmt: skip
     assert set(failed) == expected_failures
-    assert stats.done == 1 + 12 - len(expected_failures)  # /start and the pages that worked
+    assert stats.done == 1 + 13 - len(expected_failures)  # /start and the pages that worked
 
 
 def test_the_crawl_of_a_page_with_bad_links_finishes_on_a_rerun_too(store: Store) -> None:
@@ -155,7 +158,7 @@ def test_a_robots_txt_redirect_loop_counts_as_unavailable(store: Store) -> None:
 def test_a_huge_robots_txt_is_read_up_to_500_kib(store: Store) -> None:
     with hostile_site("huge") as (site, base):
         crawl(store, f"{base}/ok")
-        store.enqueue("hostile", [])  # the crawl is done; crawl two more pages of it
+        # the crawl is done; crawling two more pages of it reads robots.txt from the store
         crawl(store, f"{base}/private")
         crawl(store, f"{base}/late")
     assert site.hits["/robots.txt"] == 1  # cached for the next runs
@@ -179,11 +182,13 @@ def test_an_unreachable_robots_txt_holds_its_pages_back_with_backoff(
     assert result.stats.done == 1 and result.stats.failed == 0
     assert result.stats.outcomes.get("deferred", 0) >= 1
     # robots.txt itself is tried with backoff, not hammered: 0.2 * 2**(n-1) * [0.5, 1.5)
-    # (aiohttp itself sends a request again at once when the connection drops: one fetch)
-    times = site.times["/robots.txt"]
-    fetches = times[:1] + [b for a, b in itertools.pairwise(times) if b - a > 0.05]
-    assert 2 <= len(fetches) <= 6
-    assert all(b - a >= 0.2 * 0.5 * 0.9 for a, b in itertools.pairwise(fetches))
+    # (aiohttp itself sends a request again at once when a connection drops: up to two
+    # requests per fetch, hence no gaps asserted for "reset")
+    if mode == "reset":
+        assert 2 <= site.hits["/robots.txt"] <= 12
+    else:
+        assert 2 <= site.hits["/robots.txt"] <= 6
+        assert all(g >= 0.2 * 0.5 * 0.9 for g in gaps(site, "/robots.txt"))
 
 
 def test_two_workers_fetch_a_robots_txt_once(db_url: str) -> None:
@@ -191,17 +196,24 @@ def test_two_workers_fetch_a_robots_txt_once(db_url: str) -> None:
         stores = [open_store(db_url), open_store(db_url)]
         try:
             crawlers = [
-                Crawler(Hostile(), s, start_urls=[f"{base}/ok"], handle_signals=False)
-                for s in stores
+                Crawler(
+                    Hostile(),
+                    store,
+                    # one page at a time each, two start pages: both workers need the
+                    # origin's (slow) robots.txt at the same moment
+                    settings=Hostile.crawl_settings(concurrency=1, user_agent=f"w{n}"),
+                    start_urls=[f"{base}/ok", f"{base}/dup"],
+                    handle_signals=False,
+                )
+                for n, store in enumerate(stores)
             ]
             await asyncio.wait_for(asyncio.gather(*(c.run() for c in crawlers)), TIME_LIMIT)
         finally:
-            for s in stores:
-                s.close()
+            for store in stores:
+                store.close()
 
     with hostile_site("slow") as (site, base):
-        started = time.monotonic()
         asyncio.run(two_workers(base))
-    assert site.hits["/robots.txt"] == 1
-    assert site.hits["/ok"] == 1
-    assert time.monotonic() - started < TIME_LIMIT
+    assert set(site.agents) == {"w0", "w1"}  # both crawled...
+    assert site.hits["/robots.txt"] == 1  # ...and one of them read robots.txt for both
+    assert site.hits["/ok"] == 1 and site.hits["/dup"] == 1

@@ -224,3 +224,16 @@ class LinkFilter:
             return None
         url = self.canonical(link.url)
         return None if url is None else NewUrl(url, depth, link.callback, link.priority)
+
+    def start_urls(self, urls: Iterable[str]) -> list[str]:
+        """The canonical start URLs; one that cannot be crawled is a ConfigError."""
+        starts = []
+        for url in urls:
+            try:
+                canonical = self.canonical(url)
+            except BadLink as exc:
+                raise ConfigError(f"start URL {url!r} cannot be crawled: {exc}") from None
+            if canonical is None:
+                raise ConfigError(f"start URL {url!r} is outside allowed_domains: add its host")
+            starts.append(canonical)
+        return starts

@@ -23,14 +23,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from crashsafe.collector import rarer_gc
 from crashsafe.crawl.addresses import AddressGuard, GuardedResolver
-from crashsafe.crawl.allow import BadLink, LinkFilter, host_and_port
-from crashsafe.crawl.politeness import (
-    ROBOTS_MAX_BYTES,
-    ROBOTS_MAX_REDIRECTS,
-    HostSlots,
-    Robots,
-    RobotsStore,
-)
+from crashsafe.crawl.allow import LinkFilter, host_and_port
+from crashsafe.crawl.politeness import HostSlots
+from crashsafe.crawl.robots import ROBOTS_MAX_REDIRECTS, Robots, RobotsStore
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Spider
 from crashsafe.errors import ConfigError, StoreError
@@ -264,18 +259,7 @@ class Crawler:
         self.owner = await self._call(self.store.register_worker)
         await self._call(self.store.reclaim_dead_workers, self.crawl)
         links = LinkFilter(self.settings, self.start_urls)
-        starts: list[str] = []
-        for url in self.start_urls:
-            try:
-                canonical = links.canonical(url)
-            except BadLink as exc:
-                raise ConfigError(f"start URL {url!r} cannot be crawled: {exc}") from None
-            if canonical is None:
-                raise ConfigError(
-                    f"start URL {url!r} is outside allowed_domains "
-                    f"{list(self.settings.allowed_domains or ())}: add its host"
-                )
-            starts.append(canonical)
+        starts = links.start_urls(self.start_urls)
         guard = AddressGuard.for_crawl(
             self.settings.allowed_addresses, [host_and_port(u)[0] for u in starts]
         )
@@ -298,7 +282,11 @@ class Crawler:
                 backoff = functools.partial(processor.backoff, retry_after=None)
                 processor.robots = self._robots(session, links, guard, backoff)
             self._processor = processor
-            interrupted = await self._loop()
+            try:
+                interrupted = await self._loop()
+            finally:
+                if processor.robots is not None:
+                    await processor.robots.close()
         if self._fatal is not None:
             raise self._fatal
         stats = await self._call(self.store.stats, self.crawl)
@@ -311,40 +299,16 @@ class Crawler:
         guard: AddressGuard,
         backoff: Callable[[int], float],
     ) -> Robots:
-        from crashsafe.crawl.fetch import fetch
+        from crashsafe.crawl.fetch import robots_download
 
-        s, crawl = self.settings, self.crawl
-
-        async def load(origin: str) -> Any:
-            return await self._call(self.store.get_robots, crawl, origin)
-
-        async def claim(origin: str) -> bool:
-            # Held for one download: its timeout per redirect, and a margin.
-            seconds = s.timeout * (ROBOTS_MAX_REDIRECTS + 1) + 10
-            return await self._call(self.store.claim_robots, crawl, origin, self.owner, seconds)
-
-        async def save(origin: str, body: str) -> None:
-            await self._call(self.store.put_robots, crawl, origin, body)
-
-        async def failed(origin: str, retry_at: float) -> None:
-            await self._call(self.store.robots_failed, crawl, origin, retry_at)
-
-        async def download(url: str) -> tuple[int, bytes]:
-            resp = await fetch(
-                session,
-                url,
-                s,
-                redirect_to=links.canonical,
-                guard=guard,
-                max_redirects=ROBOTS_MAX_REDIRECTS,
-                max_bytes=ROBOTS_MAX_BYTES,
-                truncate=True,
-            )
-            return resp.status, resp.body
-
+        s = self.settings
+        # A claim is held for one download: its timeout per redirect, and a margin.
+        claim_seconds = s.timeout * (ROBOTS_MAX_REDIRECTS + 1) + 10
         return Robots(
-            store=RobotsStore(load=load, claim=claim, save=save, failed=failed),
-            download=download,
+            store=RobotsStore.of(
+                self._call, self.store, self.crawl, self.owner, claim_seconds=claim_seconds
+            ),
+            download=robots_download(session, s, redirect_to=links.canonical, guard=guard),
             user_agent=s.user_agent,
             backoff=backoff,
             unreachable_grace=s.robots_unreachable_grace,
@@ -427,13 +391,19 @@ class Crawler:
         if not tasks:
             return
         _, late = await asyncio.wait(tasks, timeout=self.settings.grace_seconds)
-        if not late:
-            return
-        leftovers = [(self._inflight[t].lease, self._inflight[t].requested) for t in late]
-        for task in late:
-            task.cancel()
-        await asyncio.gather(*late, return_exceptions=True)
-        await self._call(self.store.release, self.crawl, leftovers)
+        # A page whose outcome is on its way to the store is past the point of giving
+        # back: its commit is in the committer's hands (a release sent now could reach
+        # the store first and have the commit refused as stale). It ends with that call.
+        committing = [t for t in late if (f := self._inflight.get(t)) and f.committing]
+        late = {t for t in late if t not in committing}
+        if late:
+            leftovers = [(self._inflight[t].lease, self._inflight[t].requested) for t in late]
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+            await self._call(self.store.release, self.crawl, leftovers)
+        if committing:
+            await asyncio.gather(*committing, return_exceptions=True)
 
     async def _renew_leases(self) -> None:
         """Extend the leases in flight every third of their length. A lease that is no

@@ -11,6 +11,7 @@ from crashsafe.crawl.allow import BadLink, LinkFilter
 from crashsafe.crawl.spider import Link, Page, Record, Spider
 from crashsafe.ids import record_id
 from crashsafe.store import NewUrl, RecordRow
+from crashsafe.store.base import storable
 
 __all__ = ["BadLink", "LinkFilter", "ParseError", "Rows", "run_callback", "to_rows"]
 
@@ -74,8 +75,8 @@ def to_rows(
                     f"Record with an empty key from {page.url}: the key selector matched "
                     "nothing? Every record needs a natural key (a SKU, a slug)."
                 )
-            key = str(item.key)
-            src = item.source or source
+            key = storable(str(item.key))  # record_id hashes its UTF-8: escape what it cannot carry
+            src = storable(item.source or source)
             try:
                 row = RecordRow.build(
                     id=record_id(src, key), source=src, key=key, url=page.url, data=item.data

@@ -8,7 +8,7 @@ Errors are sorted into two kinds the engine acts on: :class:`TransientFetchError
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
@@ -19,6 +19,7 @@ from multidict import CIMultiDictProxy
 from crashsafe.crawl.addresses import AddressGuard, ip_literal
 from crashsafe.crawl.allow import BadLink, client_url
 from crashsafe.crawl.fetch_errors import FetchError, PermanentFetchError, TransientFetchError
+from crashsafe.crawl.robots import ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS
 from crashsafe.crawl.settings import CrawlSettings
 
 __all__ = [
@@ -144,3 +145,29 @@ async def fetch(
         except (aiohttp.ClientError, ValueError) as exc:  # ValueError: a URL yarl refuses
             raise PermanentFetchError(f"{type(exc).__name__}: {exc}") from exc
     raise PermanentFetchError(f"more than {redirects} redirects (last: {current[:200]})")
+
+
+def robots_download(
+    session: aiohttp.ClientSession,
+    settings: CrawlSettings,
+    *,
+    redirect_to: Callable[[str], str | None],
+    guard: AddressGuard | None,
+) -> Callable[[str], Awaitable[tuple[int, bytes]]]:
+    """How robots.txt is downloaded (RFC 9309): at most 5 redirects, each through the
+    crawl's allow decision, and the body cut at 500 KiB instead of failing."""
+
+    async def download(url: str) -> tuple[int, bytes]:
+        resp = await fetch(
+            session,
+            url,
+            settings,
+            redirect_to=redirect_to,
+            guard=guard,
+            max_redirects=ROBOTS_MAX_REDIRECTS,
+            max_bytes=ROBOTS_MAX_BYTES,
+            truncate=True,
+        )
+        return resp.status, resp.body
+
+    return download

@@ -27,7 +27,8 @@ from crashsafe.crawl.fetch import (
     TransientFetchError,
     fetch,
 )
-from crashsafe.crawl.politeness import HostSlots, Robots, RobotsUnavailable
+from crashsafe.crawl.politeness import HostSlots
+from crashsafe.crawl.robots import Robots, RobotsUnavailable
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Page, Spider
 from crashsafe.store import Lease, PageOutcome
@@ -105,7 +106,8 @@ class PageProcessor:
         """Fetch and parse ``lease``; ``on_request`` is called just before the request.
 
         Never raises (but for cancellation): whatever goes wrong ends as a retry with
-        backoff or a failure, and counts an attempt (DESIGN rule 5).
+        backoff or a failure, which counts an attempt (DESIGN rule 5), or, while the
+        origin's robots.txt is unreachable, as a deferral, which does not.
         """
         if lease.attempts >= self.settings.max_attempts:
             return PageOutcome(

@@ -27,7 +27,8 @@ class CrawlSettings:
             Crawl-delay wins when larger).
         lease_seconds: how long a worker owns a URL without renewing it; a dead worker's
             URLs come back at once through its liveness lock, or after this at the latest.
-        max_attempts: fetches of one URL before it goes to the dead letter.
+        max_attempts: attempts of one URL before it goes to the dead letter: fetches, and
+            leases that lapsed or died with their worker (either may have fetched).
         backoff_base, backoff_max: retry delay ``base * 2**(attempt-1)`` with jitter,
             capped; a ``Retry-After`` header is honoured up to ``backoff_max``.
         timeout: seconds for one request, connection to last byte.

@@ -34,8 +34,8 @@ def pickled_as_tuple(cls: C) -> C:
 
 
 #: What ``commit_pages`` answers for a page whose lease is no longer the current grant of
-#: its URL (it lapsed and was granted again): nothing of the page was written.
-STALE = "refused: the lease had lapsed and the URL was granted again (stale commit)"
+#: its URL (it lapsed, and was or may be granted again): nothing of the page was written.
+STALE = "refused: the lease is no longer this worker's (it lapsed; stale commit)"
 
 
 def canonical_json(data: Any) -> str:
@@ -316,10 +316,19 @@ class Store(Protocol):
         another worker holds it."""
         ...
 
-    def put_robots(self, crawl: str, origin: str, body: str) -> None:
-        """Store a copy read (``""``: no rules); clears the failure state and the claim."""
+    def put_robots(
+        self, crawl: str, origin: str, body: str, *, owner: str, fetched_at: float
+    ) -> bool:
+        """Store a copy read (``""``: no rules) by the holder of the claim, as of
+        ``fetched_at`` (when its download started); clears the failure state and the
+        claim. False, and nothing written, if ``owner`` no longer holds the claim."""
         ...
 
-    def robots_failed(self, crawl: str, origin: str, retry_at: float) -> None:
-        """Note that robots.txt could not be read; try again at ``retry_at``."""
+    def robots_failed(self, crawl: str, origin: str, retry_at: float, *, owner: str) -> bool:
+        """Note that robots.txt could not be read; try again at ``retry_at``. Fenced by
+        the claim like :meth:`put_robots`."""
+        ...
+
+    def release_robots(self, crawl: str, origin: str, owner: str) -> None:
+        """Give a claim back without an answer (the fetch was cut short)."""
         ...

@@ -24,12 +24,13 @@ from crashsafe.store.base import (
     Lease,
     NewUrl,
     PageOutcome,
-    RobotsEntry,
     StoredRecord,
     storable,
 )
 from crashsafe.store.liveness import LockDir, new_owner_id
 from crashsafe.store.queries import load_migrations, load_queries
+from crashsafe.store.sqlite_robots import SQLiteRobots
+from crashsafe.store.stats import crawl_stats
 
 T = TypeVar("T")
 Q = load_queries("sqlite")
@@ -51,7 +52,7 @@ def _statements(script: str) -> Iterator[str]:
             buffer = ""
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteRobots):
     """The embedded default store. Open it with ``open_store("sqlite:///path.db")``."""
 
     def __init__(
@@ -356,32 +357,23 @@ class SQLiteStore:
     def stats(self, crawl: str) -> CrawlStats:
         def go() -> CrawlStats:
             db = self._db
-            states = dict(db.execute(Q["count_states"], (crawl,)).fetchall())
-            records = db.execute(Q["count_records"], (crawl,)).fetchone()[0]
-            outcomes = dict(db.execute(Q["count_grants"], (crawl,)).fetchall())
-            active = db.execute(Q["count_active_grants"], (crawl,)).fetchone()[0]
-            skipped_links = db.execute(Q["count_links_skipped"], (crawl,)).fetchone()[0]
-            grants = sum(outcomes.values())
-            lost = outcomes.get("", 0) - active
-            unfetched = sum(outcomes.get(k, 0) for k in ("released", "skipped", "deferred"))
-            stale = outcomes.get("stale", 0)
-            return CrawlStats(
-                crawl=crawl,
-                pending=states.get("pending", 0),
-                leased=states.get("leased", 0),
-                done=states.get("done", 0),
-                failed=states.get("failed", 0),
-                records=records,
-                lease_grants=grants,
-                requests=grants - unfetched - active,
-                retries=outcomes.get("retry", 0),
-                repeated=lost + outcomes.get("abandoned", 0) + stale,
-                stale=stale,
-                links_skipped=skipped_links,
-                outcomes={k or "in flight or lost": v for k, v in outcomes.items()},
-            )
+            db.execute("BEGIN")  # one snapshot for every count: workers commit meanwhile
+            try:
+                return self._stats_in(db, crawl)
+            finally:
+                db.execute("COMMIT")
 
         return self._run(go)
+
+    def _stats_in(self, db: sqlite3.Connection, crawl: str) -> CrawlStats:
+        return crawl_stats(
+            crawl,
+            states=dict(db.execute(Q["count_states"], (crawl,)).fetchall()),
+            records=db.execute(Q["count_records"], (crawl,)).fetchone()[0],
+            outcomes=dict(db.execute(Q["count_grants"], (crawl,)).fetchall()),
+            active=db.execute(Q["count_active_grants"], (crawl,)).fetchone()[0],
+            links_skipped=db.execute(Q["count_links_skipped"], (crawl,)).fetchone()[0],
+        )
 
     def failed(self, crawl: str | None = None) -> list[FailedUrl]:
         rows = self._run(lambda: self._db.execute(Q["list_failed"], (crawl, crawl)).fetchall())
@@ -402,53 +394,3 @@ class SQLiteStore:
             yield StoredRecord(
                 crawl_, id_, source, key, url, version, first_seen, last_changed, json.loads(data)
             )
-
-    # -- robots.txt cache ----------------------------------------------------------------
-    def get_robots(self, crawl: str, origin: str) -> RobotsEntry | None:
-        def go() -> RobotsEntry | None:
-            row = self._db.execute(Q["get_robots"], (crawl, origin)).fetchone()
-            if row is None:
-                return None
-            body, fetched_at, failing_since, failures, retry_at, owner, until = row
-            claimed = until if owner is not None and until is not None else None
-            return RobotsEntry(body, fetched_at, failing_since, failures, retry_at, claimed)
-
-        return self._run(go)
-
-    def claim_robots(self, crawl: str, origin: str, owner: str, seconds: float) -> bool:
-        def go() -> bool:
-            with self._write() as db:
-                now = time.time()
-                db.execute(Q["add_robots"], (crawl, origin))
-                params = {
-                    "owner": owner,
-                    "until": now + seconds,
-                    "crawl": crawl,
-                    "origin": origin,
-                    "now": now,
-                }
-                return db.execute(Q["claim_robots"], params).rowcount == 1
-
-        return self._run(go)
-
-    def put_robots(self, crawl: str, origin: str, body: str) -> None:
-        def go() -> None:
-            with self._write() as db:
-                db.execute(Q["add_robots"], (crawl, origin))
-                db.execute(Q["put_robots"], (storable(body), time.time(), crawl, origin))
-
-        self._run(go)
-
-    def robots_failed(self, crawl: str, origin: str, retry_at: float) -> None:
-        def go() -> None:
-            with self._write() as db:
-                db.execute(Q["add_robots"], (crawl, origin))
-                params = {
-                    "now": time.time(),
-                    "retry_at": retry_at,
-                    "crawl": crawl,
-                    "origin": origin,
-                }
-                db.execute(Q["robots_failed"], params)
-
-        self._run(go)

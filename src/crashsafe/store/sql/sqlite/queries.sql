@@ -143,13 +143,18 @@ WHERE crawl = :crawl AND origin = :origin
   AND (claim_until IS NULL OR claim_until < :now OR claim_owner = :owner);
 
 -- name: put_robots
+-- Fenced like a lease: only the holder of the claim writes what it read.
 UPDATE robots
-SET body = ?, fetched_at = ?, failing_since = NULL, failures = 0, retry_at = NULL,
-    claim_owner = NULL, claim_until = NULL
-WHERE crawl = ? AND origin = ?;
+SET body = :body, fetched_at = :fetched_at, failing_since = NULL, failures = 0,
+    retry_at = NULL, claim_owner = NULL, claim_until = NULL
+WHERE crawl = :crawl AND origin = :origin AND claim_owner = :owner;
 
 -- name: robots_failed
 UPDATE robots
 SET failing_since = coalesce(failing_since, :now), failures = failures + 1,
     retry_at = :retry_at, claim_owner = NULL, claim_until = NULL
-WHERE crawl = :crawl AND origin = :origin;
+WHERE crawl = :crawl AND origin = :origin AND claim_owner = :owner;
+
+-- name: release_robots
+UPDATE robots SET claim_owner = NULL, claim_until = NULL
+WHERE crawl = :crawl AND origin = :origin AND claim_owner = :owner;

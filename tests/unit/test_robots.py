@@ -1,0 +1,85 @@
+"""Robots: a page cancelled while it waits for robots.txt does not cancel the answer the
+origin's other pages wait for; the unreachable state does not pile up tracebacks."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from crashsafe.crawl.fetch_errors import TransientFetchError
+from crashsafe.crawl.robots import Robots, RobotsStore, RobotsUnavailable
+from crashsafe.store import RobotsEntry
+
+
+def memory_store() -> RobotsStore:
+    rows: dict[str, RobotsEntry] = {}
+
+    async def load(origin: str) -> RobotsEntry | None:
+        return rows.get(origin)
+
+    async def claim(origin: str) -> bool:
+        return True
+
+    async def save(origin: str, body: str, at: float) -> bool:
+        rows[origin] = RobotsEntry(body, at, None, 0, None, None)
+        return True
+
+    async def failed(origin: str, retry_at: float) -> bool:
+        old = rows.get(origin)
+        n = old.failures + 1 if old else 1
+        rows[origin] = RobotsEntry(None, None, 0.0, n, retry_at, None)
+        return True
+
+    async def release(origin: str) -> None:
+        pass
+
+    return RobotsStore(load=load, claim=claim, save=save, failed=failed, release=release)
+
+
+def test_a_cancelled_waiter_leaves_the_answer_to_the_others() -> None:
+    async def go() -> tuple[bool, int]:
+        gate = asyncio.Event()
+        downloads = 0
+
+        async def download(url: str) -> tuple[int, bytes]:
+            nonlocal downloads
+            downloads += 1
+            await gate.wait()
+            return 200, b"User-agent: *\nDisallow: /private\n"
+
+        robots = Robots(
+            store=memory_store(), download=download, user_agent="t", backoff=lambda n: 1.0
+        )
+        first = asyncio.create_task(robots.check("http://a.example/x"))
+        second = asyncio.create_task(robots.check("http://a.example/private"))
+        while downloads == 0:
+            await asyncio.sleep(0)
+        first.cancel()  # e.g. its lease was lost
+        await asyncio.sleep(0)
+        gate.set()
+        allowed, _ = await second
+        await robots.close()
+        return allowed, downloads
+
+    assert asyncio.run(go()) == (False, 1)
+
+
+def test_an_unreachable_robots_txt_raises_a_new_error_each_time() -> None:
+    async def go() -> list[RobotsUnavailable]:
+        async def download(url: str) -> tuple[int, bytes]:
+            raise TransientFetchError("connection refused")
+
+        robots = Robots(
+            store=memory_store(), download=download, user_agent="t", backoff=lambda n: 60.0
+        )
+        errors = []
+        for _ in range(3):
+            with pytest.raises(RobotsUnavailable) as info:
+                await robots.check("http://a.example/x")
+            errors.append(info.value)
+        return errors
+
+    first, second, third = asyncio.run(go())
+    assert first is not second and second is not third
+    assert "connection refused" in str(first) and third.retry_at == second.retry_at
