@@ -388,3 +388,15 @@ def test_record_text_that_utf8_cannot_carry_is_stored_escaped(store: Store) -> N
     assert store.commit_pages(C, [PageOutcome(lease, "done", 200, records=[row])]) == [None]
     [stored] = store.iter_records(C)
     assert stored.data == {"t": "a\\udc80"} and stored.key == "k\\udc80"
+
+
+def test_a_deferred_page_holds_back_its_origins_pending_urls(store: Store) -> None:
+    urls = ["http://a:81/1", "http://a:81/2", "http://a:81/x/3", "http://a:8/4", "http://b/5"]
+    store.enqueue(C, [NewUrl(u) for u in urls])
+    owner = store.register_worker()
+    [first] = store.lease(C, owner, 1, 60)
+    later = time.time() + 60
+    store.commit_pages(C, [PageOutcome(first, "deferred", error="robots", next_attempt_at=later)])
+    # the other pages of http://a:81 wait too; other origins (a:8 is one) do not
+    assert sorted(x.url for x in store.lease(C, owner, 10, 60)) == ["http://a:8/4", "http://b/5"]
+    assert store.due(C).next_at == pytest.approx(later)

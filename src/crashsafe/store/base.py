@@ -130,8 +130,8 @@ class PageOutcome:
     at ``next_attempt_at``), ``failed`` (dead letter with ``error``), ``skipped`` (done
     without a fetch, e.g. robots.txt disallows it) or ``deferred`` (pending again at
     ``next_attempt_at`` without a fetch and without counting an attempt: its robots.txt
-    is unreachable for now). ``links_skipped`` counts the malformed or unsupported links
-    the page held.
+    is unreachable for now; the origin's other pending URLs are held back as long).
+    ``links_skipped`` counts the malformed or unsupported links the page held.
     """
 
     lease: Lease

@@ -290,6 +290,14 @@ class SQLiteStore(SQLiteRobots):
         db.executemany(Q["upsert_record"], records)
         db.executemany(Q["enqueue_url"], links)
         db.executemany(Q["set_grant_outcome"], grants)
+        held = [
+            {"at": p.next_attempt_at, "crawl": crawl, "low": origin + "/", "high": origin + "0"}
+            for p, was_stale in zip(pages, stale, strict=True)
+            if p.kind == "deferred" and not was_stale
+            for origin in ["/".join(p.lease.url.split("/", 3)[:3])]
+        ]
+        if held:
+            db.executemany(Q["hold_back_origin"], held)
         return stale
 
     def commit_pages(self, crawl: str, outcomes: Sequence[PageOutcome]) -> list[str | None]:

@@ -75,6 +75,12 @@ SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL
     attempts = attempts + ?, http_status = ?, last_error = ?, next_attempt_at = ?
 WHERE id = ? AND grant_id = ? AND state = 'leased';
 
+-- name: hold_back_origin
+-- A page deferred for its robots.txt holds back its origin's other pending URLs too (a
+-- range of the (crawl, url) index: every URL of origin O sorts between "O/" and "O0").
+UPDATE frontier SET next_attempt_at = max(next_attempt_at, :at)
+WHERE crawl = :crawl AND state = 'pending' AND url >= :low AND url < :high;
+
 -- name: mark_failed
 UPDATE frontier
 SET state = 'failed', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
