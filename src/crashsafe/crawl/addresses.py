@@ -66,6 +66,7 @@ class AddressGuard:
     networks (CIDR) it is given."""
 
     def __init__(self, allowed: Iterable[str] = ()) -> None:
+        self._hosts: dict[str, str] = {}  # host -> why it is refused ("": it is not)
         self.ranges: set[str] = set()
         self.networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
         for item in allowed:
@@ -102,6 +103,25 @@ class AddressGuard:
         if any(address in network for network in self.networks):
             return None
         return kind
+
+    def check_host(self, host: str) -> None:
+        """Refuse ``host`` if it is an IP literal the crawl may not connect to (names are
+        the resolver's to check). Answers are cached: a crawl asks for the same few hosts
+        on every request."""
+        known = self._hosts.get(host)
+        if known is None:
+            address = ip_literal(host)
+            known = ""
+            if address is not None:
+                try:
+                    self.check(host, address)
+                except AddressRefused as exc:
+                    known = str(exc)
+            if len(self._hosts) >= 10_000:
+                self._hosts.clear()
+            self._hosts[host] = known
+        if known:
+            raise AddressRefused(known)
 
     def check(self, host: str, address: IP) -> None:
         kind = self.refusal(address)

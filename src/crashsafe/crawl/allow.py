@@ -41,6 +41,22 @@ _ENCODED = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
 _UNSAFE = re.compile(r"[\x00-\x20\x7f\\\u0080-\u009f\u2028\u2029]")
 _LDH = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*\.?")
 _NUMERIC_LABEL = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)\.?")
+# The canonical fast path of ids.canonical_url, with the host and port as groups.
+_SIMPLE = re.compile(r"https?://([a-z0-9.-]+)(?::([1-9]\d{0,4}))?(/[A-Za-z0-9._~/-]*)")
+_DOT_SEGMENT = re.compile(r"/\.\.?(?:/|$)")
+_IPV4 = re.compile(
+    r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}"
+)
+
+
+def _plain_name(host: str) -> bool:
+    """A host :func:`host_and_port` would accept as it is: LDH labels not ending in a
+    number, or a plain dotted IPv4 address."""
+    if _IPV4.fullmatch(host):
+        return True
+    if not _LDH.fullmatch(host) or len(host) > 253:
+        return False
+    return not _NUMERIC_LABEL.fullmatch(host.rstrip(".").rsplit(".", 1)[-1])
 
 
 class BadLink(Exception):
@@ -142,6 +158,15 @@ class AllowList:
 
     def __init__(self, entries: Iterable[Entry]) -> None:
         self.entries = tuple(entries)
+        # Exact hosts answer from a set; only wildcard entries are walked.
+        self._exact: set[tuple[str, int]] = set()
+        self._walk: list[Entry] = []
+        for entry in self.entries:
+            if entry.host and not entry.subdomains and entry.port != -1:
+                ports = WEB_PORTS if entry.port is None else {entry.port}
+                self._exact.update((entry.host, port) for port in ports)
+            else:
+                self._walk.append(entry)
 
     @classmethod
     def from_settings(cls, allowed: Iterable[str] | None, start_urls: Iterable[str]) -> AllowList:
@@ -164,7 +189,9 @@ class AllowList:
         return cls(found)
 
     def allows(self, host: str, port: int) -> bool:
-        return any(entry.allows(host, port) for entry in self.entries)
+        if (host, port) in self._exact:
+            return True
+        return any(entry.allows(host, port) for entry in self._walk)
 
 
 _BAD = "\x00bad"  # cached answer for a bad link (the reason follows)
@@ -205,6 +232,15 @@ class LinkFilter:
         return result
 
     def _canonical_uncached(self, url: str) -> str | None:
+        simple = _SIMPLE.fullmatch(url) if len(url) <= MAX_URL_LENGTH else None
+        if simple is not None and not _DOT_SEGMENT.search(simple[3]):
+            # Most links: already canonical, a plain name and a port of digits, nothing two
+            # parsers could read differently: the host and port are the regex's groups.
+            # (canonical_url returns such URLs as they are.)
+            host, port_text = simple[1], simple[2]
+            port = int(port_text) if port_text else (443 if url[4] == "s" else 80)
+            if port_text not in ("80", "443") and port <= 65535 and _plain_name(host):
+                return url if self.allow.allows(host, port) else None
         try:
             check_raw(url)
             parts = urlsplit(url)

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from crashsafe.collector import rarer_gc
-from crashsafe.crawl.addresses import AddressGuard, GuardedResolver
-from crashsafe.crawl.allow import LinkFilter, host_and_port
 from crashsafe.crawl.politeness import HostSlots
 from crashsafe.crawl.robots import ROBOTS_MAX_REDIRECTS, Robots, RobotsStore
 from crashsafe.crawl.settings import CrawlSettings
@@ -34,11 +32,13 @@ from crashsafe.store import STALE, CrawlStats, Lease, NewUrl, PageOutcome, Store
 from crashsafe.store.process import store_runner
 
 if TYPE_CHECKING:
+    from crashsafe.crawl.addresses import AddressGuard
+    from crashsafe.crawl.allow import LinkFilter
     from crashsafe.crawl.pages import PageProcessor
 
-# aiohttp (fetch, pages) and rich (progress) are imported when a crawl runs, not with this
-# module: a Crawler starts its store process when it is made, and that process gets
-# going while they load.
+# aiohttp (fetch, pages, addresses), yarl (allow) and rich (progress) are imported when a
+# crawl runs, not with this module: a Crawler starts its store process when it is made,
+# and that process gets going while they load.
 
 T = TypeVar("T")
 IDLE_POLL = 0.5  # seconds between looks at the frontier when nothing is due
@@ -258,6 +258,9 @@ class Crawler:
     async def _run(self, started: float) -> CrawlResult:
         self.owner = await self._call(self.store.register_worker)
         await self._call(self.store.reclaim_dead_workers, self.crawl)
+        from crashsafe.crawl.addresses import AddressGuard, GuardedResolver
+        from crashsafe.crawl.allow import LinkFilter, host_and_port
+
         links = LinkFilter(self.settings, self.start_urls)
         starts = links.start_urls(self.start_urls)
         guard = AddressGuard.for_crawl(

@@ -48,7 +48,8 @@ class Rows:
     skipped: list[str] = field(default_factory=list)
 
 
-SKIPPED_SHOWN = 3  # bad links kept per page to show in the log
+SKIPPED_SHOWN = 3
+_LINKS = (Link, str)  # bad links kept per page to show in the log
 
 
 def to_rows(
@@ -75,12 +76,14 @@ def to_rows(
                     f"Record with an empty key from {page.url}: the key selector matched "
                     "nothing? Every record needs a natural key (a SKU, a slug)."
                 )
-            key = storable(str(item.key))  # record_id hashes its UTF-8: escape what it cannot carry
-            src = storable(item.source or source)
+            key, src = str(item.key), item.source or source
             try:
-                row = RecordRow.build(
-                    id=record_id(src, key), source=src, key=key, url=page.url, data=item.data
-                )
+                rid = record_id(src, key)
+            except UnicodeEncodeError:  # record_id hashes UTF-8: escape what it cannot carry
+                key, src = storable(key), storable(src)
+                rid = record_id(src, key)
+            try:
+                row = RecordRow.build(id=rid, source=src, key=key, url=page.url, data=item.data)
             except (TypeError, ValueError) as exc:
                 hint = ""
                 if "Out of range float" in str(exc):
@@ -88,9 +91,8 @@ def to_rows(
                 raise ParseError(
                     f"record {key!r} from {page.url}: data is not JSON: {exc}{hint}"
                 ) from exc
-            records.pop(row.id, None)  # re-inserted: the page's order follows the last one
-            records[row.id] = row
-        elif isinstance(item, Link | str):
+            records[row.id] = row  # the same key again: the last one wins
+        elif isinstance(item, _LINKS):
             seen += 1
             if seen > max_links:
                 rows.links_skipped += 1

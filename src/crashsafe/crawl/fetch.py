@@ -16,7 +16,7 @@ import aiohttp
 import aiohttp.abc
 from multidict import CIMultiDictProxy
 
-from crashsafe.crawl.addresses import AddressGuard, ip_literal
+from crashsafe.crawl.addresses import AddressGuard
 from crashsafe.crawl.allow import BadLink, client_url
 from crashsafe.crawl.fetch_errors import FetchError, PermanentFetchError, TransientFetchError
 from crashsafe.crawl.robots import ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS
@@ -113,8 +113,8 @@ async def fetch(
     current = url
     for _ in range(redirects + 1):
         request_url = client_url(current)  # what the allow decision was made on
-        if guard is not None and (address := ip_literal(request_url.raw_host or "")):
-            guard.check(request_url.raw_host or "", address)
+        if guard is not None:
+            guard.check_host(request_url.raw_host or "")
         try:
             async with session.get(request_url, allow_redirects=False) as resp:
                 location = resp.headers.get("Location")
