@@ -187,31 +187,30 @@ def test_skipped_pages_are_done_without_a_request(store: Store) -> None:
 
 def test_robots_cache(open_stores: Callable[[], Store]) -> None:
     a, b = open_stores(), open_stores()
+    wa, wb = a.register_worker(), b.register_worker()  # live workers (liveness locks held)
     assert a.get_robots(C, "http://a") is None
     # one worker at a time fetches an origin's robots.txt
-    assert a.claim_robots(C, "http://a", "wa", 60)
-    assert not b.claim_robots(C, "http://a", "wb", 60)
-    assert a.claim_robots(C, "http://a", "wa", 60)  # the holder may renew its claim
+    assert a.claim_robots(C, "http://a", wa, 60)
+    assert not b.claim_robots(C, "http://a", wb, 60)
+    assert a.claim_robots(C, "http://a", wa, 60)  # the holder may renew its claim
     entry = b.get_robots(C, "http://a")
     assert entry is not None and entry.body is None and entry.claimed_until is not None
     read_at = time.time() - 5
-    assert a.put_robots(
-        C, "http://a", "User-agent: *\nDisallow: /x", owner="wa", fetched_at=read_at
-    )
+    assert a.put_robots(C, "http://a", "User-agent: *\nDisallow: /x", owner=wa, fetched_at=read_at)
     entry = b.get_robots(C, "http://a")
     assert entry is not None and entry.body == "User-agent: *\nDisallow: /x"
     assert entry.fetched_at == pytest.approx(read_at) and entry.claimed_until is None
     # unreachable: failures counted from the first one, the last copy kept
-    assert b.claim_robots(C, "http://a", "wb", 60)
-    assert b.robots_failed(C, "http://a", time.time() + 30, owner="wb")
-    assert b.claim_robots(C, "http://a", "wb", 60)
-    assert b.robots_failed(C, "http://a", time.time() + 60, owner="wb")
+    assert b.claim_robots(C, "http://a", wb, 60)
+    assert b.robots_failed(C, "http://a", time.time() + 30, owner=wb)
+    assert b.claim_robots(C, "http://a", wb, 60)
+    assert b.robots_failed(C, "http://a", time.time() + 60, owner=wb)
     entry = a.get_robots(C, "http://a")
     assert entry is not None and entry.failures == 2 and entry.failing_since is not None
     assert entry.body == "User-agent: *\nDisallow: /x" and entry.claimed_until is None
     assert entry.retry_at is not None and entry.retry_at > time.time() + 50
-    assert a.claim_robots(C, "http://a", "wa", 60)
-    assert a.put_robots(C, "http://a", "", owner="wa", fetched_at=time.time())
+    assert a.claim_robots(C, "http://a", wa, 60)
+    assert a.put_robots(C, "http://a", "", owner=wa, fetched_at=time.time())
     entry = a.get_robots(C, "http://a")
     assert entry is not None and (entry.body, entry.failures, entry.failing_since) == ("", 0, None)
 
@@ -400,3 +399,22 @@ def test_a_deferred_page_holds_back_its_origins_pending_urls(store: Store) -> No
     # the other pages of http://a:81 wait too; other origins (a:8 is one) do not
     assert sorted(x.url for x in store.lease(C, owner, 10, 60)) == ["http://a:8/4", "http://b/5"]
     assert store.due(C).next_at == pytest.approx(later)
+
+
+def test_a_dead_workers_robots_claim_is_taken_over_at_once(
+    backend: SQLiteBackend, store: Store
+) -> None:
+    script = (
+        "import time; from crashsafe.store import open_store\n"
+        f"s = open_store({backend.url!r}); o = s.register_worker()\n"
+        "print(s.claim_robots('c', 'http://a', o, 3600), flush=True); time.sleep(600)\n"
+    )
+    proc = subprocess.Popen([PYTHON, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "True"
+        assert not store.claim_robots(C, "http://a", store.register_worker(), 60)  # alive
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    # its claim was for an hour; its liveness lock died with it
+    assert store.claim_robots(C, "http://a", store.register_worker(), 60)

@@ -12,12 +12,17 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from crashsafe import Crawler, Page, Record, Spider, open_store
+from crashsafe import Crawler, Link, Page, Record, Spider, open_store
 from crashsafe.errors import ConfigError
 from crashsafe.store import Store
 from tests.faults.hostile import BAD_LINKS, HostileSite, hostile_site
 
 MAX_ATTEMPTS = 3
+BASE_EXCEPTIONS: dict[str, type[BaseException]] = {
+    "/system-exit": SystemExit,
+    "/keyboard-interrupt": KeyboardInterrupt,
+    "/generator-exit": GeneratorExit,
+}
 BACKOFF = 0.05  # backoff_base: the n-th retry waits 0.05 * 2**(n-1) * [0.5, 1.5)
 BACKOFF_MAX = 0.5
 TIME_LIMIT = 60  # seconds; a hang, not a speed, is what this bounds
@@ -40,6 +45,17 @@ class Hostile(Spider):
             raise ValueError("odd bytes \udc80 in here")
         elif path == "/surrogate-key":
             yield Record("key-\udc80", {"t": "text-\udc81"})
+        elif path == "/odd-links":  # each skipped and counted; the record still stored
+            yield Record("odd-links", {"v": 1})
+            yield Link(5)  # type: ignore[arg-type]
+            yield Link(None)  # type: ignore[arg-type]
+            yield Link(page.url + "/a", callback="not a name \udc80")
+            yield Link(page.url + "/b", priority=2**70)
+            yield Link(page.url + "/c", priority=math.nan)  # type: ignore[arg-type]
+            yield Link(page.url + "/d", priority=None)  # type: ignore[arg-type]
+            yield page.follow("/ok?by-method", callback=self.parse)  # stored by name
+        elif path in BASE_EXCEPTIONS:
+            raise BASE_EXCEPTIONS[path]("from a spider")
         elif path == "/nan":
             yield Record("nan", {"price": math.nan})
         elif path == "/dup":
@@ -119,14 +135,23 @@ def test_each_hostile_url_costs_at_most_max_attempts_fetches(store: Store) -> No
     assert records["dup"].version == 1 and records["dup"].data == {"v": 2}
     # a malformed link never fails its page: the record is stored, the links counted
     assert records["with-bad-link"].data == {"v": "/with-bad-link"}
-    assert stats.links_skipped == len(BAD_LINKS) + 2
+    assert stats.links_skipped == len(BAD_LINKS) + 2 + 6
+    assert records["odd-links"].data == {"v": 1} and site.hits["/ok"] == 2  # + ?by-method
+    # SystemExit, KeyboardInterrupt, GeneratorExit from parse fail their page, nothing more
+    for path, exc in BASE_EXCEPTIONS.items():
+        assert site.hits[path] == 1 and f"{exc.__name__}: from a spider" in (
+            failed[path].error or ""
+        )
     assert "/ok" in records
     expected_failures = {
         "/bad-redirect", "/redirect-loop", "/huge-declared", "/endless-chunked",
         "/slow-body", "/retry-after-long", "/retry-after-garbage", "/surrogate", "/nan",
+        *BASE_EXCEPTIONS,
     }  # fmt: skip
     assert set(failed) == expected_failures
-    assert stats.done == 1 + 13 - len(expected_failures)  # /start and the pages that worked
+    assert stats.done == 1 + 17 + 1 - len(
+        expected_failures
+    )  # start, the pages, ?by-method  # /start and the pages that worked
 
 
 def test_the_crawl_of_a_page_with_bad_links_finishes_on_a_rerun_too(store: Store) -> None:

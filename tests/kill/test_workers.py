@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import time
@@ -140,3 +141,38 @@ def test_workers_get_the_commands_settings(shop: Callable[..., ShopThread], db_u
     assert result.returncode == 0, result.stderr
     [row] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
     assert row["done"] == 1  # max_depth=0 reached both workers: only the start page
+
+
+def test_a_worker_paused_half_way_through_a_call_does_not_hold_up_the_others(
+    tmp_path: Path,
+) -> None:
+    import pickle
+    import struct
+    import threading
+
+    from crashsafe.store import open_store
+    from crashsafe.store.process import serve
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    open_store(url).close()
+    (a_ours, a), (b_ours, b) = (socket.socketpair() for _ in range(2))
+    server = threading.Thread(target=serve, args=([a_ours, b_ours], url), daemon=True)
+    server.start()
+    header = struct.Struct("!I")
+
+    def answer(sock: socket.socket) -> object:
+        sock.settimeout(10)
+        size = header.unpack(sock.recv(4, socket.MSG_WAITALL))[0]
+        return pickle.loads(sock.recv(size, socket.MSG_WAITALL))
+
+    assert answer(a) == (True, None) and answer(b) == (True, None)  # both served
+    call = pickle.dumps(("crawls", (), {}))
+    a.sendall(header.pack(len(call)) + call[:5])  # A stops half-way (SIGSTOP, GC pause)
+    b.sendall(header.pack(len(call)) + call)
+    assert answer(b) == (True, [])  # B is answered while A's call is incomplete
+    a.sendall(call[5:])  # A goes on
+    assert answer(a) == (True, [])
+    a.close()
+    b.close()  # the crawlers go: the server closes its ends and returns
+    server.join(10)
+    assert not server.is_alive()

@@ -226,7 +226,9 @@ class Crawler:
             if error is not None and error != STALE:
                 # The page's own rows broke the transaction: store it as failed instead.
                 await self._commit(PageOutcome(lease, "failed", outcome.http_status, error))
-        except Exception as exc:
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
             # Not finished (the database refused the commit, or a bug of ours): give the URL
             # back so it is fetched again; if even that fails, its lease lapses.
             sys.stderr.write(

@@ -52,6 +52,24 @@ SKIPPED_SHOWN = 3
 _LINKS = (Link, str)  # bad links kept per page to show in the log
 
 
+_PRIORITY = range(-(2**63), 2**63)  # what the database's integer holds
+
+
+def _checked(link: Link) -> Link:
+    """``link`` if the store can keep it; a callback given as a method is kept by name."""
+    if not isinstance(link.url, str):
+        raise BadLink(f"the URL is a {type(link.url).__name__}, not a string")
+    callback = link.callback
+    if callable(callback):  # callback=self.parse_item: store the method's name
+        callback = getattr(callback, "__name__", None)
+        link = Link(link.url, callback, link.priority)
+    if callback is not None and not (isinstance(callback, str) and callback.isidentifier()):
+        raise BadLink(f"callback {callback!r} is not the name of a spider method")
+    if type(link.priority) is not int or link.priority not in _PRIORITY:
+        raise BadLink(f"priority {link.priority!r} is not an integer within 64 bits")
+    return link
+
+
 def to_rows(
     items: Iterable[Any],
     *,
@@ -100,12 +118,12 @@ def to_rows(
                     rows.skipped.append(f"links after the first {max_links}: max_links_per_page")
                 continue
             try:
-                link = item if isinstance(item, Link) else Link(page.urljoin(item))
+                link = _checked(item) if isinstance(item, Link) else Link(page.urljoin(item))
                 new = links.new_url(link, page.depth + 1)
             except (BadLink, ValueError) as exc:
                 rows.links_skipped += 1
                 if len(rows.skipped) < SKIPPED_SHOWN:
-                    text = item.url if isinstance(item, Link) else item
+                    text = str(item.url) if isinstance(item, Link) else item
                     rows.skipped.append(f"{text[:200]!r}: {exc}")
                 continue
             if new is not None:

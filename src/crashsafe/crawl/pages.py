@@ -8,6 +8,7 @@ done on a status nobody handled.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import sys
 import time
@@ -44,7 +45,7 @@ def retry_after_seconds(value: str | None, *, now: float | None = None) -> float
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # "²".isdigit() is True too
         return float(value)
     try:
         when = parsedate_to_datetime(value).timestamp()
@@ -118,7 +119,9 @@ class PageProcessor:
             )
         try:
             return await self._process(lease, on_request)
-        except Exception as exc:  # a bug of ours, or an input nobody foresaw
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # a bug of ours, an input nobody foresaw
             where = traceback.format_exc(limit=-3)
             return self._retry(lease, f"internal error: {type(exc).__name__}: {exc}\n{where}")
 
@@ -182,7 +185,9 @@ class PageProcessor:
             )
         except ParseError as exc:
             return PageOutcome(lease, "failed", status, str(exc))
-        except Exception:
+        except asyncio.CancelledError:
+            raise
+        except BaseException:  # SystemExit, KeyboardInterrupt, GeneratorExit from a spider too
             return PageOutcome(lease, "failed", status, traceback.format_exc(limit=-8))
         if rows.skipped:
             self._log_skipped(page.url, rows.skipped)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
@@ -163,8 +163,13 @@ class Page:
         except ValueError:
             return href
 
-    def follow(self, href: str, *, callback: str | None = None, priority: int = 0) -> Link:
-        """A link to ``href`` resolved against this page."""
+    def follow(
+        self, href: str, *, callback: str | Callable[..., Any] | None = None, priority: int = 0
+    ) -> Link:
+        """A link to ``href`` resolved against this page, to be parsed by the spider method
+        ``callback`` (its name, or the method itself: ``callback=self.parse_item``)."""
+        if callable(callback):
+            callback = getattr(callback, "__name__", None)
         return Link(self.urljoin(href), callback, priority)
 
     def follow_all(
@@ -173,7 +178,7 @@ class Page:
         *,
         css: str | None = None,
         xpath: str | None = None,
-        callback: str | None = None,
+        callback: str | Callable[..., Any] | None = None,
         priority: int = 0,
     ) -> Iterator[Link]:
         """Links to every href given, or selected by ``css``/``xpath`` (e.g. ``a::attr(href)``).

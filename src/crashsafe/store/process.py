@@ -239,24 +239,58 @@ def _send(sock: socket.socket, ok: bool, value: Any) -> None:
     sock.sendall(_HEADER.pack(len(data)) + data)
 
 
+def _run_call(sock: socket.socket, store: Store, body: bytes) -> None:
+    name, args, kwargs = pickle.loads(body)
+    try:
+        value = getattr(store, name)(*args, **kwargs)
+    except Exception as exc:
+        _send(sock, False, exc)
+    else:
+        _send(sock, True, value)
+
+
 def _answer(sock: socket.socket, store: Store) -> bool:
-    """Read one call from ``sock``, run it on ``store``, send the answer; False once the
-    crawler at the other end is gone."""
+    """Read one call from ``sock`` (blocking), run it on ``store``, send the answer; False
+    once the crawler at the other end is gone."""
     try:
         header = _recv_exact(sock, _HEADER.size)
         body = None if header is None else _recv_exact(sock, _HEADER.unpack(header)[0])
         if body is None:
             return False
-        name, args, kwargs = pickle.loads(body)
-        try:
-            value = getattr(store, name)(*args, **kwargs)
-        except Exception as exc:
-            _send(sock, False, exc)
-        else:
-            _send(sock, True, value)
+        _run_call(sock, store, body)
         return True
     except (BrokenPipeError, ConnectionResetError):
         return False
+
+
+def _answer_ready(sock: socket.socket, store: Store, buffer: bytearray) -> bool:
+    """Read what ``sock`` has (without waiting for more), answer every whole call in it;
+    False once the crawler at the other end is gone. A crawler paused half-way through a
+    call (SIGSTOP, a full pipe) leaves its part in ``buffer``: the others are served on."""
+    try:
+        data = sock.recv(1 << 20)
+    except BlockingIOError:
+        return True
+    except (ConnectionResetError, OSError):
+        return False
+    if not data:
+        return False
+    buffer += data
+    try:
+        while len(buffer) >= _HEADER.size:
+            end = _HEADER.size + _HEADER.unpack_from(buffer)[0]
+            if len(buffer) < end:
+                break
+            body = bytes(buffer[_HEADER.size : end])
+            del buffer[:end]
+            sock.setblocking(True)  # answers are sent whole
+            try:
+                _run_call(sock, store, body)
+            finally:
+                sock.setblocking(False)
+    except (BrokenPipeError, ConnectionResetError):
+        return False
+    return True
 
 
 def serve(socks: Sequence[socket.socket], url: str) -> None:
@@ -282,19 +316,28 @@ def serve(socks: Sequence[socket.socket], url: str) -> None:
                 sock.close()
                 continue
             stores[sock] = store
+        buffers = {sock: bytearray() for sock in stores}
         with selectors.DefaultSelector() as ready:
             for sock in stores:
+                sock.setblocking(False)
                 ready.register(sock, selectors.EVENT_READ, data=sock)
             while stores:
-                if len(stores) == 1:  # no one to take turns with: block on the socket
+                if len(stores) == 1 and not any(buffers.values()):
+                    # No one to take turns with: block on the socket.
                     [(sock, store)] = stores.items()
+                    sock.setblocking(True)
                     while _answer(sock, store):
                         pass
                     finished = [sock]
                 else:
                     readable = [key.data for key, _ in ready.select()]
-                    finished = [sock for sock in readable if not _answer(sock, stores[sock])]
+                    finished = [
+                        sock
+                        for sock in readable
+                        if not _answer_ready(sock, stores[sock], buffers[sock])
+                    ]
                 for sock in finished:
+                    buffers.pop(sock, None)
                     ready.unregister(sock)
                     stores.pop(sock).close()
                     sock.close()

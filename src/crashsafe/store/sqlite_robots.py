@@ -9,6 +9,7 @@ from contextlib import AbstractContextManager
 from typing import TypeVar
 
 from crashsafe.store.base import RobotsEntry, storable
+from crashsafe.store.liveness import LockDir
 from crashsafe.store.queries import load_queries
 
 T = TypeVar("T")
@@ -19,6 +20,7 @@ class SQLiteRobots:
     """robots.txt per origin: the last copy read, the failure state, the fetch claim."""
 
     _db: sqlite3.Connection
+    _locks: LockDir
 
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:
         raise NotImplementedError
@@ -50,7 +52,15 @@ class SQLiteRobots:
                     "origin": origin,
                     "now": now,
                 }
-                return db.execute(Q["claim_robots"], params).rowcount == 1
+                if db.execute(Q["claim_robots"], params).rowcount == 1:
+                    return True
+                # Held: by a live worker, or by one that died fetching (its liveness lock
+                # is free), whose claim is taken over at once instead of when it lapses.
+                holder = db.execute(Q["robots_claim_owner"], (crawl, origin)).fetchone()
+                if holder is None or holder[0] is None or self._locks.is_alive(holder[0]):
+                    return False
+                params["dead"] = holder[0]
+                return db.execute(Q["take_robots_claim"], params).rowcount == 1
 
         return self._run(go)
 

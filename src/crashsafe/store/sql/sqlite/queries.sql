@@ -148,6 +148,13 @@ UPDATE robots SET claim_owner = :owner, claim_until = :until
 WHERE crawl = :crawl AND origin = :origin
   AND (claim_until IS NULL OR claim_until < :now OR claim_owner = :owner);
 
+-- name: robots_claim_owner
+SELECT claim_owner FROM robots WHERE crawl = ? AND origin = ?;
+
+-- name: take_robots_claim
+UPDATE robots SET claim_owner = :owner, claim_until = :until
+WHERE crawl = :crawl AND origin = :origin AND claim_owner = :dead;
+
 -- name: put_robots
 -- Fenced like a lease: only the holder of the claim writes what it read.
 UPDATE robots
