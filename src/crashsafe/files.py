@@ -9,9 +9,12 @@ through the link.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from crashsafe.errors import ConfigError
 
@@ -47,3 +50,27 @@ def create_private(path: Path) -> None:
 def private_folder(path: Path) -> None:
     """``mkdir -p`` with the folders it creates ``0700``."""
     path.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_text(path: Path) -> Iterator[IO[str]]:
+    """Write ``path`` whole or not at all: a temporary file beside it (``0600``), fsync'd,
+    then renamed over it. A kill or an error half-way leaves the previous file as it was
+    and no truncated one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, follow=False)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)  # the rename itself survives a power cut
+    finally:
+        os.close(folder)

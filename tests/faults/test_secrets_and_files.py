@@ -124,3 +124,18 @@ def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised() -> None:
     assert printable("redirect to \x1b]8;;http://evil\x07x\x1b[2J") == (
         "redirect to \\x1b]8;;http://evil\\x07x\\x1b[2J"
     )
+
+
+def test_an_export_that_fails_half_way_leaves_the_previous_file_whole(tmp_path: Path) -> None:
+    from crashsafe.files import atomic_text
+
+    target = tmp_path / "shop.csv"
+    target.write_text("the previous export\n")
+    with pytest.raises(RuntimeError), atomic_text(target) as out:
+        out.write("half of a new one")
+        raise RuntimeError("killed half-way")
+    assert target.read_text() == "the previous export\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["shop.csv"]  # no temporary file left
+    with atomic_text(target) as out:
+        out.write("the new export\n")
+    assert target.read_text() == "the new export\n"

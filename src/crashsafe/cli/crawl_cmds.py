@@ -21,7 +21,7 @@ from crashsafe import aio
 from crashsafe.cli.options import db_option, fmt_seconds, open_db
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.errors import ConfigError
-from crashsafe.files import open_private
+from crashsafe.files import atomic_text
 from crashsafe.store import CrawlStats, Store, StoredRecord
 from crashsafe.text import csv_cell, printable
 
@@ -348,8 +348,7 @@ def _open_output(path: str | None) -> Iterator[IO[str]]:
     if path is None:
         yield sys.stdout
     else:
-        fd = open_private(Path(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
+        with atomic_text(Path(path)) as out:
             yield out
 
 
