@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,30 @@ def test_what_cannot_be_read_back_exactly_is_refused() -> None:
         encode_line({"ids": ["a"], "results": [float("inf")]})
     with pytest.raises(TypeError):
         encode_line({"ids": ["a"], "results": [object()]})
+
+
+@pytest.mark.parametrize("link", ["symlink", "hardlink"])
+def test_the_lock_follows_the_file_not_its_name(tmp_path: Path, link: str) -> None:
+    path = tmp_path / "results.jsonl"
+    other = tmp_path / "other.jsonl"
+    with Checkpoint(path):
+        if link == "symlink":
+            other.symlink_to(path)
+        else:
+            os.link(path, other)
+        with pytest.raises(WorkerBusyError, match="is in use by"):
+            Checkpoint(other).open()
+    with Checkpoint(other):  # free again once the first run ends
+        pass
+
+
+def test_a_line_of_the_right_shape_with_wrong_types_is_corrupt(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    good = '{"ids": ["a"], "results": [1]}'
+    path.write_text(
+        "\n".join([good, '{"ids": [["x"]], "results": [1]}', good, '{"ids": [1], "results": [2]}'])
+        + "\n"
+    )
+    found = scan(path)
+    assert found.corrupt == 2 and found.corrupt_where() == "lines 2, 4"
+    assert found.done_ids() == {"a"}

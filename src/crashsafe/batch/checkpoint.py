@@ -23,6 +23,8 @@ from crashsafe.collector import paused_gc
 from crashsafe.errors import ConfigError, WorkerBusyError
 from crashsafe.files import open_private
 
+CORRUPT_SHOWN = 5  # corrupt line numbers kept for messages
+
 
 @dataclass(slots=True)
 class CheckpointScan:
@@ -30,7 +32,14 @@ class CheckpointScan:
 
     lines: list[dict[str, Any]] = field(default_factory=list)
     corrupt: int = 0
+    corrupt_at: list[int] = field(default_factory=list)  # line numbers of the first few
     torn_tail: bool = False
+
+    def corrupt_where(self) -> str:
+        """``"line 3, 7"``, for messages (the first few)."""
+        more = ", ..." if self.corrupt > len(self.corrupt_at) else ""
+        plural = "s" if len(self.corrupt_at) > 1 else ""
+        return f"line{plural} {', '.join(map(str, self.corrupt_at))}{more}"
 
     def done_ids(self) -> set[str]:
         return {i for line in self.lines for i in line.get("ids", [])}
@@ -57,11 +66,15 @@ def _has_big_int(value: Any) -> bool:
 
 
 def _valid(line: Any) -> bool:
+    """The right shape and the right types: a line ``{"ids": [["x"]], ...}`` is as
+    corrupt as one that does not parse."""
     return (
         isinstance(line, dict)
         and isinstance(line.get("ids"), list)
         and isinstance(line.get("results"), list)
         and len(line["ids"]) == len(line["results"])
+        and all(isinstance(i, str) for i in line["ids"])
+        and isinstance(line.get("usage", {}), dict)
     )
 
 
@@ -80,18 +93,19 @@ def _scan(path: Path) -> CheckpointScan:
     chunks = data.split(b"\n")
     if chunks and chunks[-1]:  # no newline at the end: the last write was torn
         result.torn_tail = True
-    for chunk in chunks[:-1]:
+    for number, chunk in enumerate(chunks[:-1], 1):
         if not chunk.strip():
             continue
         try:
             line = orjson.loads(chunk)
         except orjson.JSONDecodeError:
-            result.corrupt += 1
-            continue
+            line = None
         if _valid(line):
             result.lines.append(line)
         else:
             result.corrupt += 1
+            if len(result.corrupt_at) < CORRUPT_SHOWN:
+                result.corrupt_at.append(number)
     return result
 
 
@@ -113,27 +127,46 @@ class Checkpoint:
         self.close()
 
     def open(self) -> CheckpointScan:
-        """Take the lock, read what is there, make the file ready for appending."""
+        """Take the lock, read what is there, make the file ready for appending.
+
+        The lock is an ``flock`` on the checkpoint file itself, so it follows the file,
+        not its name: a second run through a symbolic or a hard link to it is refused
+        like one through the same path. ``<checkpoint>.lock`` only says who holds it.
+        """
         if not self.path.parent.is_dir():
             raise ConfigError(f"cannot write checkpoint {self.path}: no folder {self.path.parent}")
-        fd = open_private(self._lock_path, os.O_RDWR | os.O_CREAT, follow=False)
+        fd = open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "another process"
             os.close(fd)
             raise WorkerBusyError(
-                f"checkpoint {self.path} is in use by {holder}: wait for it to finish or "
-                "stop it, or use another --checkpoint"
+                f"checkpoint {self.path} is in use by {self._holder()}: wait for it to "
+                "finish or stop it, or use another --checkpoint"
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()}".encode())
-        self._lock_fd = fd
-        found = self.found = scan(self.path)
-        self._fd = open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        if found.torn_tail:
-            self._write_durably(b"\n")
+        self._fd = fd
+        try:
+            lock_fd = open_private(self._lock_path, os.O_RDWR | os.O_CREAT, follow=False)
+            os.ftruncate(lock_fd, 0)
+            os.write(lock_fd, f"pid {os.getpid()}".encode())
+            self._lock_fd = lock_fd
+            found = self.found = scan(self.path)
+            if found.torn_tail:
+                self._write_durably(b"\n")
+        except BaseException:
+            self.close()
+            raise
         return found
+
+    def _holder(self) -> str:
+        try:
+            fd = open_private(self._lock_path, os.O_RDONLY, follow=False)
+        except (OSError, ConfigError):
+            return "another process"
+        try:
+            return os.read(fd, 64).decode(errors="replace").strip() or "another process"
+        finally:
+            os.close(fd)
 
     def _write_durably(self, data: bytes) -> None:
         assert self._fd is not None, "checkpoint is not open"

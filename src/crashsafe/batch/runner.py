@@ -245,8 +245,8 @@ class BatchRunner:
             self.summary.corrupt_lines = found.corrupt
             if found.corrupt:
                 self.echo(
-                    f"warning: {found.corrupt} corrupt line(s) in {self.path} skipped; "
-                    "their items will be done again"
+                    f"warning: {found.corrupt} corrupt line(s) in {self.path} skipped "
+                    f"({found.corrupt_where()}); their items will be done again"
                 )
             batches = self._plan(found.done_ids())
             folded = (
