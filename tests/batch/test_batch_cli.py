@@ -168,3 +168,24 @@ def test_batch_demo_runs_offline_and_shows_a_resume(tmp_path: Path) -> None:
     assert "billed 200 items for 200 reviews: 0 paid twice" in result.stdout
     assert os.path.exists(tmp_path / "demo" / "results.jsonl")
     assert sys.executable
+
+
+def test_a_closed_pipe_does_not_end_the_job(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": f"review {n} great"}) + "\n" for n in range(40)))
+    cp = tmp_path / "out.jsonl"
+    with LLMServerThread() as server:
+        args = ["batch", "classify", str(src), "--checkpoint", str(cp), "--batch-size", "5",
+                "--labels", "positive,negative", "--base-url", server.base_url]  # fmt: skip
+        proc = subprocess.Popen(
+            [*CLI, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=cli_env(),
+        )
+        assert proc.stdout is not None
+        proc.stdout.readline()  # like `| head -1`: read one line, then go away
+        proc.stdout.close()
+        assert proc.wait(120) == 0
+    lines = [json.loads(x) for x in cp.read_text().splitlines()]
+    assert sum(len(x["ids"]) for x in lines) == 40

@@ -48,6 +48,11 @@ def cli() -> None:
 
 
 def main() -> None:
+    from crashsafe.cli.pipes import PipeSafe
+
+    # A reader that goes away (`| head`) must not end a job half-way through its work.
+    sys.stdout = PipeSafe(sys.stdout)
+    sys.stderr = PipeSafe(sys.stderr)
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
