@@ -9,6 +9,7 @@ instead of showing a traceback.
     CrashsafeError
      ├── ConfigError          bad option, unknown database URL, spider that cannot load
      │    └── SpiderLoadError  SPIDER argument does not name a Spider class
+     ├── SpiderError          the spider fails every page the same way: fix it first
      ├── StoreError           the database refused an operation
      │    └── SchemaError      database written by a newer crashsafe, or not ours
      └── WorkerBusyError      another process holds the same lock (e.g. a checkpoint)
@@ -30,6 +31,10 @@ class ConfigError(CrashsafeError):
 
 class SpiderLoadError(ConfigError):
     """The SPIDER argument does not name a Spider: use path/file.py[:Class] or module:Class."""
+
+
+class SpiderError(CrashsafeError):
+    """The spider failed the first pages of the crawl all with the same error."""
 
 
 class StoreError(CrashsafeError):

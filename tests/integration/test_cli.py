@@ -69,8 +69,9 @@ def test_failed_and_retry(shop: Callable[..., ShopThread], db_url: str) -> None:
     site = shop(listings=2, per_listing=5, error_rate=1.0, error_attempts=9)
     args = crawl_args(site, db_url, "--max-attempts", "2", "--set", "backoff_base=0.01")
     first = run_cli(*args)
-    assert first.returncode == 0
-    assert "1 URL(s) failed" in first.stderr
+    # the start page never answered: nothing was crawled, and the exit status says so
+    assert first.returncode == 1
+    assert "1 URL(s) failed" in first.stderr and "no page was crawled" in first.stderr
     listed = run_cli("failed", "--db", db_url)
     assert "/list/0" in listed.stdout and "gave up after 2 attempts" in listed.stdout
     assert "1 failed URL(s)" in listed.stdout
@@ -148,3 +149,54 @@ def test_the_readme_example_spider(shop: Callable[..., ShopThread], db_url: str)
     result = run_cli(*args, "--no-progress")
     assert result.returncode == 0, result.stderr
     assert "example-shop: 12 pages done, 0 failed, 10 records" in result.stderr
+
+
+def test_a_spider_that_stores_nothing_exits_1_with_its_errors_grouped(
+    shop: Callable[..., ShopThread], db_url: str, tmp_path: Path
+) -> None:
+    spider = tmp_path / "dicts.py"
+    spider.write_text(
+        "from crashsafe import Spider\n"
+        "class Dicts(Spider):\n"
+        "    name = 'dicts'\n"
+        "    def parse(self, page):\n"
+        "        if '/list/' in page.url:\n"
+        "            yield from page.follow_all(css='a.product::attr(href)')\n"
+        "        else:\n"
+        "            yield {'sku': page.url}  # a Scrapy habit\n"
+    )
+    site = shop(listings=1, per_listing=5)
+    result = run_cli("crawl", f"{spider}:Dicts", "--db", db_url,
+                     "--start-url", f"{site.url}/list/0", "--no-progress")  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "5 failed: parse yielded dict" in result.stderr  # one line for the five pages
+    assert "no record was stored" in result.stderr
+    grouped = run_cli("failed", "--group", "--db", db_url)
+    assert grouped.stdout.splitlines()[0].split()[0] == "5"
+    assert "Record(key=item['sku'], data=item)" in grouped.stdout
+
+
+def test_a_spider_that_fails_its_first_pages_the_same_way_stops_the_crawl(
+    shop: Callable[..., ShopThread], db_url: str, tmp_path: Path
+) -> None:
+    spider = tmp_path / "broken.py"
+    spider.write_text(
+        "from crashsafe import Spider\n"
+        "class Broken(Spider):\n"
+        "    name = 'broken'\n"
+        "    def parse(self, page):\n"
+        "        if '/list/' in page.url:\n"
+        "            yield from page.follow_all(css='a.product::attr(href)')\n"
+        "        else:\n"
+        "            raise KeyError('price')  # the same bug on every product page\n"
+    )
+    site = shop(listings=1, per_listing=20)
+    result = run_cli("crawl", f"{spider}:Broken", "--db", db_url, "--concurrency", "2",
+                     "--start-url", f"{site.url}/list/0", "--no-progress",
+                     "--set", "fail_fast_after=3")  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "the spider failed 3 pages in a row with the same error" in result.stderr
+    assert "KeyError: 'price'" in result.stderr
+    assert "Traceback" not in result.stderr
+    [row] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
+    assert row["failed"] <= 3 + 2 and row["pending"] >= 20 - 5  # the rest left for later

@@ -17,8 +17,8 @@ from crashsafe.errors import CrashsafeError
 COMMANDS = {
     "crawl": "crawl_cmds:crawl",
     "status": "crawl_cmds:status",
-    "failed": "crawl_cmds:failed",
-    "retry": "crawl_cmds:retry",
+    "failed": "failed_cmds:failed",
+    "retry": "failed_cmds:retry",
     "export": "crawl_cmds:export",
     "demo-site": "demo_cmds:demo_site",
     "demo": "demo_cmds:demo",

@@ -1,4 +1,4 @@
-"""crawl, status, failed, retry, export."""
+"""crawl, status, export."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 
 from crashsafe import aio
-from crashsafe.cli.options import db_option, fmt_seconds, open_db
+from crashsafe.cli.options import db_option, fmt_seconds, group_errors, open_db
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.errors import ConfigError
 from crashsafe.files import atomic_text
@@ -58,17 +58,33 @@ def summary(result: CrawlResult) -> str:
 
 
 def report_result(result: CrawlResult, db_url: str) -> None:
-    """Print how the run ended and exit accordingly."""
+    """Print how the run ended and exit accordingly: 130 interrupted; 1 when the crawl
+    stored nothing while URLs failed (every page failed, the start URLs unreachable, a
+    spider that yields what cannot be stored); 0 otherwise."""
+    s = result.stats
     click.echo(summary(result), err=True)
-    if result.stats.failed:
+    if s.failed:
+        store = open_db(db_url)
+        try:
+            groups = group_errors(store.failed(s.crawl))
+        finally:
+            store.close()
+        for count, error, example in groups[:3]:
+            click.echo(printable(f"  {count:,} failed: {error} (e.g. {example})"), err=True)
+        if len(groups) > 3:
+            click.echo(f"  ... and {len(groups) - 3} other error(s)", err=True)
         click.echo(
-            f"{result.stats.failed} URL(s) failed: see `crashsafe failed --db {db_url}`, "
+            f"{s.failed} URL(s) failed: see `crashsafe failed --group --db {db_url}`, "
             f"re-queue with `crashsafe retry --db {db_url}`.",
             err=True,
         )
     if result.interrupted:
         click.echo(INTERRUPTED, err=True)
         sys.exit(130)
+    if s.failed and (not s.records or not s.done):
+        what = "no page was crawled" if not s.done else "no record was stored"
+        click.echo(f"Error: {what} while {s.failed} URL(s) failed (above).", err=True)
+        sys.exit(1)
 
 
 @click.command()
@@ -196,7 +212,7 @@ def stats_table(rows: list[CrawlStats]) -> Table:
     return table
 
 
-def _crawl_names(store: Store, crawl: str | None) -> list[str]:
+def crawl_names(store: Store, crawl: str | None) -> list[str]:
     names = store.crawls()
     if crawl is not None:
         if crawl not in names:
@@ -213,7 +229,7 @@ def status(db_url: str, crawl_name: str | None, as_json: bool) -> None:
     """Per crawl: URLs by state, records, lease grants, requests and repeats."""
     store = open_db(db_url)
     try:
-        rows = [store.stats(name) for name in _crawl_names(store, crawl_name)]
+        rows = [store.stats(name) for name in crawl_names(store, crawl_name)]
     finally:
         store.close()
     if as_json:
@@ -230,47 +246,6 @@ def status(db_url: str, crawl_name: str | None, as_json: bool) -> None:
         from rich.console import Console
 
         Console(width=None if sys.stdout.isatty() else 160).print(stats_table(rows))
-
-
-@click.command()
-@db_option()
-@click.option("--crawl", "crawl_name", help="Only this crawl.")
-@click.option("--full", is_flag=True, help="Show whole errors (tracebacks).")
-def failed(db_url: str, crawl_name: str | None, full: bool) -> None:
-    """List URLs in the dead letter, with their last error."""
-    store = open_db(db_url)
-    try:
-        _crawl_names(store, crawl_name)
-        rows = store.failed(crawl_name)
-    finally:
-        store.close()
-    if not rows:
-        click.echo("no failed URLs")
-        return
-    for row in rows:
-        error = (row.error or "").strip()
-        if not full:
-            error = error.splitlines()[-1] if error else ""
-        status_text = row.http_status if row.http_status is not None else "-"
-        line = f"{row.crawl}\t{row.url}\tattempts={row.attempts}\tstatus={status_text}"
-        click.echo(printable(line))
-        if error:
-            click.echo("    " + printable(error).replace("\n", "\n    "))
-    click.echo(f"{len(rows)} failed URL(s); `crashsafe retry --db {db_url}` re-queues them.")
-
-
-@click.command()
-@db_option()
-@click.option("--crawl", "crawl_name", help="Only this crawl.")
-def retry(db_url: str, crawl_name: str | None) -> None:
-    """Put failed URLs back in the queue; the next `crashsafe crawl` fetches them."""
-    store = open_db(db_url)
-    try:
-        _crawl_names(store, crawl_name)
-        n = store.retry_failed(crawl_name)
-    finally:
-        store.close()
-    click.echo(f"re-queued {n} URL(s); run the crawl command again to fetch them.")
 
 
 def _iso(ts: float) -> str:
@@ -379,7 +354,7 @@ def export(
     since_ts = parse_since(since)
     store = open_db(db_url)
     try:
-        _crawl_names(store, crawl_name)
+        crawl_names(store, crawl_name)
         with _open_output(output) as out:
             if fmt == "jsonl":
                 n = write_jsonl(store.iter_records(crawl_name, since=since_ts), out)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from crashsafe.errors import ConfigError
-from crashsafe.store import Store
+from crashsafe.store import FailedUrl, Store
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -63,3 +63,18 @@ def serve_until_interrupted(
         asyncio.run(main())
     except KeyboardInterrupt:
         click.echo(f"{name} stopped.", err=True)
+
+
+def short_error(error: str | None) -> str:
+    """An error's last line (a traceback's is the exception), or ``-``."""
+    lines = (error or "").strip().splitlines()
+    return lines[-1] if lines else "-"
+
+
+def group_errors(rows: list[FailedUrl]) -> list[tuple[int, str, str]]:
+    """``(count, error, an example URL)`` per distinct short error, most frequent first."""
+    groups: dict[str, list[str]] = {}
+    for row in rows:
+        groups.setdefault(short_error(row.error), []).append(row.url)
+    ranked = sorted(groups.items(), key=lambda item: -len(item[1]))
+    return [(len(urls), error, urls[0]) for error, urls in ranked]

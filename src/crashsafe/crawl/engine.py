@@ -26,7 +26,7 @@ from crashsafe.crawl.politeness import HostSlots
 from crashsafe.crawl.robots import ROBOTS_MAX_REDIRECTS, Robots, RobotsStore
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Spider
-from crashsafe.errors import ConfigError, StoreError
+from crashsafe.errors import ConfigError, SpiderError, StoreError
 from crashsafe.interrupts import GracefulInterrupts
 from crashsafe.store import STALE, CrawlStats, Lease, NewUrl, PageOutcome, Store
 from crashsafe.store.process import store_runner
@@ -114,7 +114,7 @@ class Crawler:
         self._closing = False  # the loop is over: the committer finishes and returns
         self._reserved = 0  # slots promised to a lease request still on its way
         self._failed_commits = 0  # in a row
-        self._fatal: StoreError | None = None
+        self._fatal: StoreError | SpiderError | None = None
         self._processor: PageProcessor | None = None
         self._resolver = resolver
         self.owner = ""
@@ -221,6 +221,9 @@ class Crawler:
             async with self._requests:
                 slot.started = True
                 outcome = await self._processor.process(lease, requested)
+                if self._processor.broken is not None and self._fatal is None:
+                    self._fatal = SpiderError(self._processor.broken)
+                    self.request_stop()
             slot.committing = True
             error = await self._commit(outcome)
             if error is not None and error != STALE:

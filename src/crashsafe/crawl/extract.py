@@ -91,7 +91,7 @@ def to_rows(
         if isinstance(item, Record):
             if item.key is None or item.key == "":
                 raise ParseError(
-                    f"Record with an empty key from {page.url}: the key selector matched "
+                    "Record with an empty key: the key selector matched "
                     "nothing? Every record needs a natural key (a SKU, a slug)."
                 )
             key, src = str(item.key), item.source or source
@@ -106,9 +106,7 @@ def to_rows(
                 hint = ""
                 if "Out of range float" in str(exc):
                     hint = " (NaN or Infinity: store None or a string instead)"
-                raise ParseError(
-                    f"record {key!r} from {page.url}: data is not JSON: {exc}{hint}"
-                ) from exc
+                raise ParseError(f"record {key!r}: data is not JSON: {exc}{hint}") from exc
             records[row.id] = row  # the same key again: the last one wins
         elif isinstance(item, _LINKS):
             seen += 1
@@ -131,9 +129,14 @@ def to_rows(
         elif item is None:
             continue
         else:
+            hint = (
+                " (for a dict: Record(key=item['sku'], data=item))"
+                if isinstance(item, dict)
+                else ""
+            )
             raise ParseError(
-                f"parse yielded {type(item).__name__} from {page.url}: yield Record(...), "
-                "page.follow(...) or a URL string"
+                f"parse yielded {type(item).__name__}: yield Record(...), "
+                f"page.follow(...) or a URL string{hint}"
             )
     rows.records = list(records.values())
     return rows

@@ -78,6 +78,9 @@ class PageProcessor:
         self.guard = guard
         self.rng = rng or random.Random()
         self.skipped_logged = 0
+        self.spider_worked = False  # some page gave records without an error
+        self._same_error = ("", 0)  # the spider error the first pages failed with, times
+        self.broken: str | None = None  # set: the spider fails every page the same way
 
     def backoff(self, attempt: int, retry_after: float | None) -> float:
         s = self.settings
@@ -184,11 +187,13 @@ class PageProcessor:
                 max_links=self.settings.max_links_per_page,
             )
         except ParseError as exc:
-            return PageOutcome(lease, "failed", status, str(exc))
+            return self._spider_failed(lease, status, str(exc))
         except asyncio.CancelledError:
             raise
         except BaseException:  # SystemExit, KeyboardInterrupt, GeneratorExit from a spider too
-            return PageOutcome(lease, "failed", status, traceback.format_exc(limit=-8))
+            return self._spider_failed(lease, status, traceback.format_exc(limit=-8))
+        if rows.records:
+            self.spider_worked = True
         if rows.skipped:
             self._log_skipped(page.url, rows.skipped)
         return PageOutcome(
@@ -199,6 +204,24 @@ class PageProcessor:
             links=rows.links,
             links_skipped=rows.links_skipped,
         )
+
+    def _spider_failed(self, lease: Lease, status: int, error: str) -> PageOutcome:
+        """The page fails; if, before any record was stored, pages fail the same way
+        ``fail_fast_after`` times in a row, the spider is ``broken`` (the crawl stops
+        rather than fail every page of the site)."""
+        limit = self.settings.fail_fast_after
+        if not self.spider_worked and limit:
+            last = error.strip().splitlines()[-1] if error.strip() else ""
+            seen, times = self._same_error
+            self._same_error = (last, times + 1 if last == seen else 1)
+            if self._same_error[1] >= limit and self.broken is None:
+                self.broken = (
+                    f"the spider failed {limit} pages in a row with the same error, before "
+                    f"any record was stored: {last}. Fix the spider, then `crashsafe retry` "
+                    "puts those pages back and the same crawl command resumes "
+                    "(fail_fast_after sets the count)"
+                )
+        return PageOutcome(lease, "failed", status, error)
 
     def _log_skipped(self, url: str, skipped: list[str]) -> None:
         for text in skipped:

@@ -52,6 +52,9 @@ class CrawlSettings:
         user_agent: the User-Agent header, also the robots.txt agent.
         grace_seconds: on Ctrl-C/SIGTERM, time given to in-flight pages to commit.
         handle_statuses: non-2xx statuses passed to ``parse`` instead of failing.
+        fail_fast_after: stop the crawl when this many pages in a row fail with the same
+            spider error before any record is stored (a bug that would fail every page of
+            the site); 0: never.
     """
 
     concurrency: int = 16
@@ -75,6 +78,7 @@ class CrawlSettings:
     user_agent: str = "crashsafe/0.1"
     grace_seconds: float = 10.0
     handle_statuses: tuple[int, ...] = ()
+    fail_fast_after: int = 20
 
     def __post_init__(self) -> None:
         positive = ("concurrency", "lease_seconds", "max_attempts", "timeout", "max_links_per_page")
