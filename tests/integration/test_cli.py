@@ -200,3 +200,17 @@ def test_a_spider_that_fails_its_first_pages_the_same_way_stops_the_crawl(
     assert "Traceback" not in result.stderr
     [row] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
     assert row["failed"] <= 3 + 2 and row["pending"] >= 20 - 5  # the rest left for later
+
+
+def test_a_spider_without_start_urls_says_so(db_url: str, tmp_path: Path) -> None:
+    spider = tmp_path / "empty.py"
+    spider.write_text(
+        "from crashsafe import Spider\n"
+        "class Empty(Spider):\n"
+        "    name = 'empty'\n"
+        "    def parse(self, page):\n"
+        "        yield from ()\n"
+    )
+    result = run_cli("crawl", f"{spider}:Empty", "--db", db_url, "--no-progress")
+    assert result.returncode == 0
+    assert "has no start_urls" in result.stderr and "--start-url" in result.stderr

@@ -272,6 +272,12 @@ class Crawler:
             self.settings.allowed_addresses, [host_and_port(u)[0] for u in starts]
         )
         await self._call(self.store.enqueue, self.crawl, [NewUrl(u, 0) for u in starts])
+        if not starts and not (await self._call(self.store.stats, self.crawl)).known:
+            sys.stderr.write(
+                f"crashsafe: spider {type(self.spider).__name__} has no start_urls and the "
+                f"database holds no URL of crawl {self.crawl!r}: nothing to crawl. Set "
+                "start_urls = [...] on the spider or pass --start-url.\n"
+            )
         from crashsafe.crawl.fetch import new_session
         from crashsafe.crawl.pages import PageProcessor
 
