@@ -10,6 +10,7 @@ instead of showing a traceback.
      ├── ConfigError          bad option, unknown database URL, spider that cannot load
      │    └── SpiderLoadError  SPIDER argument does not name a Spider class
      ├── SpiderError          the spider fails every page the same way: fix it first
+     ├── EndpointError        an LLM endpoint that cannot be used: wrong URL, key, model
      ├── StoreError           the database refused an operation
      │    └── SchemaError      database written by a newer crashsafe, or not ours
      └── WorkerBusyError      another process holds the same lock (e.g. a checkpoint)
@@ -35,6 +36,11 @@ class SpiderLoadError(ConfigError):
 
 class SpiderError(CrashsafeError):
     """The spider failed the first pages of the crawl all with the same error."""
+
+
+class EndpointError(CrashsafeError):
+    """The endpoint refuses every call (unreachable, wrong key, wrong path or model): the
+    job stops at once instead of retrying for minutes."""
 
 
 class StoreError(CrashsafeError):

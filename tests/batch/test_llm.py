@@ -11,12 +11,14 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from crashsafe.batch.checkpoint import scan
 from crashsafe.batch.items import Item, read_items
 from crashsafe.batch.llm import Classifier, validate
 from crashsafe.batch.runner import BatchRunner, BatchSettings, BatchSummary
 from crashsafe.batch.task import BatchTaskError, TaskCaller
 from crashsafe.batch.testserver import LLMServer, LLMServerOptions, LLMServerThread, label_for
 from crashsafe.demo.server import AppThread
+from crashsafe.errors import EndpointError
 
 LABELS = ["positive", "negative", "neutral"]
 
@@ -120,9 +122,17 @@ def test_validate_names_the_problem() -> None:
         validate('{"labels": "nope"', items, LABELS)
 
 
-def test_client_errors_are_not_retried(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("status", "hint"),
+    [(401, "check OPENAI_API_KEY"), (403, "not allowed"), (404, "check --base-url"), (400, "")],
+)
+def test_client_errors_are_not_retried(status: int, hint: str) -> None:
+    calls = 0
+
     async def reject(request: web.Request) -> web.Response:
-        return web.json_response({"error": {"message": "bad key"}}, status=401)
+        nonlocal calls
+        calls += 1
+        return web.json_response({"error": {"message": "no"}}, status=status)
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", reject)
@@ -135,5 +145,24 @@ def test_client_errors_are_not_retried(tmp_path: Path) -> None:
             finally:
                 await task.aclose()
 
-        with pytest.raises(BatchTaskError, match="HTTP 401"):
+        # 401/403/404: no call can succeed, the job stops saying what to check; another
+        # 4xx fails its batch only
+        expected = EndpointError if hint else BatchTaskError
+        with pytest.raises(expected, match=f"HTTP {status}.*{hint}"):
             asyncio.run(once())
+    assert calls == 1
+
+
+def test_an_endpoint_that_cannot_be_reached_stops_the_job_at_once(tmp_path: Path) -> None:
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port nobody listens on: connection refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    src, cp = reviews(tmp_path), tmp_path / "r.jsonl"
+    started = time.monotonic()
+    with pytest.raises(EndpointError, match=f"cannot reach http://127.0.0.1:{port}/v1"):
+        classify(f"http://127.0.0.1:{port}/v1", src, cp)
+    assert time.monotonic() - started < 30  # not minutes of silent retries
+    assert scan(cp).lines == []

@@ -11,6 +11,7 @@ import asyncio
 import ipaddress
 import random
 import re
+import sys
 import time
 from collections.abc import Sequence
 from urllib.parse import urlsplit
@@ -23,7 +24,8 @@ from crashsafe.batch.items import Item
 from crashsafe.batch.prompt import system_prompt, user_prompt
 from crashsafe.batch.task import BatchOutput, BatchTaskError, Usage, add_usage
 from crashsafe.crawl.pages import retry_after_seconds
-from crashsafe.errors import ConfigError
+from crashsafe.errors import ConfigError, EndpointError
+from crashsafe.store import masked
 
 
 class _Label(BaseModel):
@@ -35,7 +37,14 @@ class _Answer(BaseModel):
     labels: list[_Label]
 
 
-NO_KEY = "not-set"  # what the CLI passes when OPENAI_API_KEY is not set
+NO_KEY = "not-set"
+SAY_EVERY = 5.0  # seconds between two "retrying" lines
+# Statuses after which no call can succeed: the job stops with what to check.
+REFUSES_EVERYTHING = {
+    401: "check OPENAI_API_KEY",
+    403: "the key is not allowed to use this endpoint or model: check OPENAI_API_KEY",
+    404: "check --base-url (it usually ends in /v1) and --model",
+}  # what the CLI passes when OPENAI_API_KEY is not set
 _BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',]+")
 ERROR_BODY_SHOWN = 300  # characters of an endpoint's error kept in the dead letter
 
@@ -115,6 +124,9 @@ class Classifier:
         timeout: float = 120.0,
     ) -> None:
         check_key_transport(base_url, api_key)
+        self.base_url = masked(base_url)
+        self._reached = False  # some call got an answer: connection errors are hiccups
+        self._said = 0.0  # when the last retry line was written
         self.labels = list(labels)
         self.model = model
         self._secrets = [api_key]
@@ -138,18 +150,38 @@ class Classifier:
                     temperature=0,
                 )
             except openai.APIStatusError as exc:
+                message = redact(f"HTTP {exc.status_code}: {exc.message}", self._secrets)
+                if exc.status_code in REFUSES_EVERYTHING:
+                    hint = REFUSES_EVERYTHING[exc.status_code]
+                    raise EndpointError(f"{self.base_url} answered {message}: {hint}") from None
                 if exc.status_code != 429 and exc.status_code < 500:
-                    message = redact(f"HTTP {exc.status_code}: {exc.message}", self._secrets)
                     raise BatchTaskError(message, usage=usage) from exc
                 error = f"HTTP {exc.status_code}"
                 wait = retry_after_seconds(exc.response.headers.get("retry-after"))
+                delay = wait if wait is not None else self._backoff(attempt)
+                self._say(f"{self.base_url} answered {error}; retrying in {delay:.1f} s")
                 # One cooldown for everybody in flight: the endpoint is the shared resource.
-                self.cooldown.push(wait if wait is not None else self._backoff(attempt))
+                self.cooldown.push(delay)
                 continue
-            except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-                error = type(exc).__name__
+            except openai.APITimeoutError:
+                error = "timeout"
+                self._say(f"{self.base_url} did not answer in time; retrying")
                 await asyncio.sleep(self._backoff(attempt))
                 continue
+            except openai.APIConnectionError as exc:
+                cause = exc.__cause__ or exc
+                if not self._reached:
+                    # Never reached at all: a wrong URL or a server that is not running,
+                    # not a hiccup. Say so now, not after minutes of retries.
+                    raise EndpointError(
+                        f"cannot reach {self.base_url} ({type(cause).__name__}: {cause}): "
+                        "check --base-url (or OPENAI_BASE_URL) and that the server runs"
+                    ) from None
+                error = f"connection error ({cause})"
+                self._say(f"{self.base_url}: {error}; retrying")
+                await asyncio.sleep(self._backoff(attempt))
+                continue
+            self._reached = True
             if response.usage is not None:
                 add_usage(
                     usage,
@@ -161,6 +193,13 @@ class Classifier:
             add_usage(usage, {"calls": 1})
             return response.choices[0].message.content or ""
         raise BatchTaskError(f"{error} after {self.max_retries + 1} tries", usage=usage)
+
+    def _say(self, line: str) -> None:
+        """A retry line on stderr, at most one every few seconds."""
+        now = time.monotonic()
+        if now - self._said >= SAY_EVERY:
+            self._said = now
+            sys.stderr.write(line + "\n")
 
     async def aclose(self) -> None:
         await self.client.close()

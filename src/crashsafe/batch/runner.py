@@ -20,7 +20,7 @@ from pathlib import Path
 from crashsafe.batch.checkpoint import Checkpoint, encode_line
 from crashsafe.batch.items import Inputs, Item
 from crashsafe.batch.task import BatchOutput, TaskCaller, Usage, add_usage
-from crashsafe.errors import ConfigError
+from crashsafe.errors import ConfigError, CrashsafeError
 from crashsafe.files import open_private
 from crashsafe.interrupts import GracefulInterrupts
 
@@ -179,6 +179,8 @@ class BatchRunner:
         for attempt in range(1, s.max_attempts + 1):
             try:
                 output: BatchOutput = await self.task(batch)
+            except CrashsafeError:
+                raise  # the job cannot go on (an endpoint that refuses everything): stop it
             except Exception as exc:
                 add_usage(usage, getattr(exc, "usage", {}) or {})
                 error = f"{type(exc).__name__}: {exc}"
@@ -292,7 +294,8 @@ class BatchRunner:
 
 
 def _raise_first_error(done: set[asyncio.Task[None]], others: set[asyncio.Task[None]]) -> None:
-    """A batch task only raises when the checkpoint cannot be written: stop everything."""
+    """A batch task only raises when the job cannot go on (the checkpoint cannot be
+    written, the endpoint refuses everything): stop everything."""
     for task in done:
         if not task.cancelled() and task.exception() is not None:
             for other in others:
