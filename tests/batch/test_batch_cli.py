@@ -189,3 +189,35 @@ def test_a_closed_pipe_does_not_end_the_job(tmp_path: Path) -> None:
         assert proc.wait(120) == 0
     lines = [json.loads(x) for x in cp.read_text().splitlines()]
     assert sum(len(x["ids"]) for x in lines) == 40
+
+
+def test_ctrl_c_stops_within_the_grace_period_even_when_calls_take_longer(
+    tmp_path: Path,
+) -> None:
+    task = tmp_path / "slow.py"
+    marker = tmp_path / "started"
+    task.write_text(
+        "import time\n"
+        "from pathlib import Path\n"
+        "def slow(items):\n"
+        f"    Path({str(marker)!r}).touch()\n"
+        "    time.sleep(60)  # a call far longer than the grace period\n"
+        "    return [{'ok': True} for _ in items]\n"
+    )
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": f"item {n}"}) + "\n" for n in range(20)))
+    cp = tmp_path / "out.jsonl"
+    args = ["batch", "run", str(src), "--checkpoint", str(cp), "--task", f"{task}:slow",
+            "--batch-size", "5", "--concurrency", "2", "--grace-seconds", "1"]  # fmt: skip
+    proc = subprocess.Popen(
+        [*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env()
+    )
+    wait_for(marker.exists, timeout=60)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=50)
+    stopped_in = time.monotonic() - started
+    assert proc.returncode == 130, err
+    assert "did not finish in the grace period: not written" in err
+    assert stopped_in < 30  # the grace period (1 s) and start-up, not the 60 s call
+    assert scan(cp).lines == [] and scan(cp).corrupt == 0  # nothing half-written

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from crashsafe.batch.checkpoint import Checkpoint, encode_line
 from crashsafe.batch.items import Inputs, Item
@@ -120,12 +121,14 @@ class BatchRunner:
         self.rng = rng or random.Random()
         self.summary = BatchSummary(duplicates_folded=inputs.duplicates)
         self._stopping = False
+        self._stop_asked = asyncio.Event()  # wakes the scheduler out of its wait
         self._pending_lines: list[tuple[str, asyncio.Future[None]]] = []
         self._write_ready = asyncio.Event()
 
     # -- stopping --------------------------------------------------------------------------
     def request_stop(self) -> None:
         self._stopping = True
+        self._stop_asked.set()
 
     def _on_signal(self) -> None:
         self.echo("Stopping: finishing the batches in flight (Ctrl-C again to abort)...")
@@ -277,7 +280,16 @@ class BatchRunner:
                 self.summary.stopped_by = "stop_after"
                 break
             while len(running) >= s.concurrency and not self._stopping:
-                done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                # Wake on a stop too: the grace period starts when it is asked for, not
+                # when the slowest call in flight happens to return.
+                stop: asyncio.Future[Any] = asyncio.ensure_future(self._stop_asked.wait())
+                waiting: set[asyncio.Future[Any]] = {stop, *running}
+                try:
+                    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    stop.cancel()
+                done = {task for task in running if task.done()}
+                running -= done
                 _raise_first_error(done, running)
             if self._stopping:
                 break
@@ -295,9 +307,11 @@ class BatchRunner:
 
 def _raise_first_error(done: set[asyncio.Task[None]], others: set[asyncio.Task[None]]) -> None:
     """A batch task only raises when the job cannot go on (the checkpoint cannot be
-    written, the endpoint refuses everything): stop everything."""
-    for task in done:
-        if not task.cancelled() and task.exception() is not None:
-            for other in others:
-                other.cancel()
-            raise task.exception()  # type: ignore[misc]
+    written, the endpoint refuses everything): stop everything, raising the first error
+    (the others, often the same one from the batches beside it, are taken as seen)."""
+    errors = [t.exception() for t in done | others if t.done() and not t.cancelled()]
+    first = next((e for e in errors if e is not None), None)
+    if first is not None:
+        for other in others:
+            other.cancel()
+        raise first

@@ -43,6 +43,9 @@ def run_options(f: F) -> F:
         click.option("--shard", metavar="K/N", help="Only this machine's share of the ids."),
         click.option("--max-attempts", default=3, show_default=True, type=click.IntRange(1),
                      help="Tries of a failing batch in this run before the dead letter."),
+        click.option("--grace-seconds", default=30.0, show_default=True,
+                     type=click.FloatRange(min=0),
+                     help="After Ctrl-C, time for the batches in flight to finish."),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)
@@ -75,6 +78,7 @@ def run_job(task: Task, **opts: Any) -> None:
         max_spend=opts.get("max_spend"),
         backoff_base=opts.get("backoff_base", 1.0),
         stop_after=opts.get("stop_after"),
+        grace_seconds=opts.get("grace_seconds", 30.0),
     )
     caller = TaskCaller(task, threads=settings.concurrency)
     checkpoint = Path(opts["checkpoint"])
@@ -122,6 +126,13 @@ def finish(
             err=True,
         )
         code = EXIT_SPEND_CAP
+    if exit_on_end and code == 130:
+        # Interrupted: calls abandoned at the end of the grace period may still run on
+        # task threads, and the interpreter would wait for them at exit. Nothing of them
+        # can be written any more (the checkpoint is closed): leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
     if exit_on_end and code:
         sys.exit(code)
     return code
