@@ -18,7 +18,7 @@ from crashsafe.batch.runner import BatchRunner, BatchSettings, BatchSummary
 from crashsafe.batch.task import BatchTaskError, TaskCaller
 from crashsafe.batch.testserver import LLMServer, LLMServerOptions, LLMServerThread, label_for
 from crashsafe.demo.server import AppThread
-from crashsafe.errors import EndpointError
+from crashsafe.errors import ConfigError, EndpointError
 
 LABELS = ["positive", "negative", "neutral"]
 
@@ -99,15 +99,23 @@ def test_invalid_output_is_reasked_and_both_attempts_paid(tmp_path: Path) -> Non
     assert ok.items_ok == 20 and ok.usage["calls"] == 3 and ok.usage["reasks"] == 1
 
 
-def test_spend_cap_stops_scheduling(tmp_path: Path) -> None:
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_spend_cap_caps_what_is_spent(tmp_path: Path, concurrency: int) -> None:
     src, cp = reviews(tmp_path, 100), tmp_path / "r.jsonl"
     with LLMServerThread() as server:
         summary = classify(
-            server.base_url, src, cp, concurrency=1, price_in=1000.0, price_out=1000.0,
-            max_spend=0.5,
+            server.base_url, src, cp, concurrency=concurrency, price_in=1000.0,
+            price_out=1000.0, max_spend=0.5,
         )  # fmt: skip
     assert summary.stopped_by == "spend cap"
-    assert 0 < summary.batches_ok < 10 and summary.spent >= 0.5
+    # batches here cost the same: reserving 1.5x the costliest one before each start keeps
+    # the spend under the cap, with 4 batches in flight as with one
+    assert 0 < summary.batches_ok < 10 and 0 < summary.spent <= 0.5
+
+
+def test_a_spend_cap_without_prices_is_refused() -> None:
+    with pytest.raises(ConfigError, match="--max-spend needs the model's prices"):
+        BatchSettings(max_spend=5)
 
 
 def test_validate_names_the_problem() -> None:

@@ -25,6 +25,8 @@ from crashsafe.errors import ConfigError, CrashsafeError
 from crashsafe.files import open_private
 from crashsafe.interrupts import GracefulInterrupts
 
+SPEND_MARGIN = 1.5  # a batch is expected to cost at most this × the costliest one so far
+
 
 @dataclass(frozen=True, slots=True)
 class BatchSettings:
@@ -37,7 +39,11 @@ class BatchSettings:
         backoff_base, backoff_max: seconds between attempts, doubling, with jitter.
         grace_seconds: after Ctrl-C, time for in-flight batches to finish and be written.
         price_in, price_out: price per million prompt/completion tokens (for the spend).
-        max_spend: stop scheduling once this run has spent this much.
+        max_spend: stop scheduling before this run could spend more than this: a batch
+            starts only if the spend so far, what the batches in flight may cost and what
+            it may cost (each ``SPEND_MARGIN`` × the costliest batch so far; one batch at a
+            time until the first cost is known) fit under it. It is exceeded only when
+            batches in flight cost more than that estimate.
         stop_after: stop scheduling after this many batches (used to demonstrate resume).
     """
 
@@ -55,6 +61,11 @@ class BatchSettings:
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.concurrency < 1 or self.max_attempts < 1:
             raise ConfigError("--batch-size, --concurrency and --max-attempts must be >= 1")
+        if self.max_spend is not None and not (self.price_in or self.price_out):
+            raise ConfigError(
+                "--max-spend needs the model's prices: give --price-in and --price-out "
+                "(per million prompt and completion tokens), or the cap could never be reached"
+            )
 
     def cost(self, usage: Usage) -> float:
         return (
@@ -122,6 +133,8 @@ class BatchRunner:
         self.summary = BatchSummary(duplicates_folded=inputs.duplicates)
         self._stopping = False
         self._stop_asked = asyncio.Event()  # wakes the scheduler out of its wait
+        self._batch_cost = 0.0  # the most one batch has cost so far (spend cap)
+        self._reserved = 0.0  # what the batches in flight may cost
         self._pending_lines: list[tuple[str, asyncio.Future[None]]] = []
         self._write_ready = asyncio.Event()
 
@@ -172,7 +185,13 @@ class BatchRunner:
             os.fsync(f.fileno())
 
     # -- one batch -------------------------------------------------------------------------
-    async def _run_batch(self, batch: list[Item]) -> None:
+    async def _run_batch(self, batch: list[Item], *, reserved: float = 0.0) -> None:
+        try:
+            await self._run_batch_once(batch)
+        finally:
+            self._reserved -= reserved
+
+    async def _run_batch_once(self, batch: list[Item]) -> None:
         s = self.settings
         ids = [item.id for item in batch]
         label = batch_label(ids)
@@ -223,6 +242,7 @@ class BatchRunner:
     def _account(self, usage: Usage) -> None:
         add_usage(self.summary.usage, usage)
         self.summary.spent = self.settings.cost(self.summary.usage)
+        self._batch_cost = max(self._batch_cost, self.settings.cost(usage))
 
     # -- the job ---------------------------------------------------------------------------
     def _plan(self, done: set[str]) -> list[list[Item]]:
@@ -273,13 +293,14 @@ class BatchRunner:
         for started, batch in enumerate(batches):
             if self._stopping:
                 break
-            if s.max_spend is not None and self.summary.spent >= s.max_spend:
-                self.summary.stopped_by = "spend cap"
-                break
             if s.stop_after is not None and started >= s.stop_after:
                 self.summary.stopped_by = "stop_after"
                 break
-            while len(running) >= s.concurrency and not self._stopping:
+            # Under a spend cap, one batch at a time until one has shown what a batch
+            # costs; then a batch starts only if what is spent, what the batches in flight
+            # may cost and what it may cost fit under the cap.
+            limit = s.concurrency if s.max_spend is None or self._batch_cost else 1
+            while len(running) >= limit and not self._stopping:
                 # Wake on a stop too: the grace period starts when it is asked for, not
                 # when the slowest call in flight happens to return.
                 stop: asyncio.Future[Any] = asyncio.ensure_future(self._stop_asked.wait())
@@ -291,9 +312,17 @@ class BatchRunner:
                 done = {task for task in running if task.done()}
                 running -= done
                 _raise_first_error(done, running)
+                limit = s.concurrency if s.max_spend is None or self._batch_cost else 1
             if self._stopping:
                 break
-            running.add(asyncio.create_task(self._run_batch(batch)))
+            reserve = 0.0
+            if s.max_spend is not None:
+                reserve = self._batch_cost * SPEND_MARGIN
+                if self.summary.spent + self._reserved + reserve > s.max_spend:
+                    self.summary.stopped_by = "spend cap"
+                    break
+                self._reserved += reserve
+            running.add(asyncio.create_task(self._run_batch(batch, reserved=reserve)))
         if running:
             grace = s.grace_seconds if self._stopping else None
             done, late = await asyncio.wait(running, timeout=grace)
