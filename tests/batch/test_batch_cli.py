@@ -39,11 +39,12 @@ def test_run_resume_and_report(tmp_path: Path) -> None:
     first = run_cli(*args)
     assert first.returncode == 0, first.stderr
     assert "0 already done, 200 to do in 20 batches" in first.stderr
-    assert '{"batches_ok": 20, "batches_failed": 0, "items_ok": 200}' in first.stderr
+    assert "200 items in 20 batches, 0 batch(es) failed" in first.stderr  # words, not a dict
     again = run_cli(*args)
     assert "200 already done, 0 to do in 0 batches" in again.stderr
     report = json.loads(run_cli("batch", "report", str(cp), "--format", "json").stdout)
     assert report["summary"]["items"] == 200 and len(report["rows"]) == 200
+    assert report["summary"]["cost"] is None  # no prices given: no cost, not 0
     csv_out = run_cli("batch", "report", str(cp), "--format", "csv").stdout.splitlines()
     assert csv_out[0] == "id,words" and len(csv_out) == 201
     table = run_cli("batch", "report", str(cp)).stdout
@@ -221,3 +222,14 @@ def test_ctrl_c_stops_within_the_grace_period_even_when_calls_take_longer(
     assert "did not finish in the grace period: not written" in err
     assert stopped_in < 30  # the grace period (1 s) and start-up, not the 60 s call
     assert scan(cp).lines == [] and scan(cp).corrupt == 0  # nothing half-written
+
+
+def test_a_dead_letter_with_bytes_that_are_not_utf8_is_read(tmp_path: Path) -> None:
+    cp = tmp_path / "counts.jsonl"
+    assert run_cli("batch", "run", str(SAMPLE), "--checkpoint", str(cp),
+                   "--task", TASK).returncode == 0  # fmt: skip
+    dead = tmp_path / "counts.failed.jsonl"
+    dead.write_bytes(b'{"ids": ["x"], "error": "bad \xff\xfe bytes", "usage": {}}\n\xff\n')
+    report = run_cli("batch", "report", str(cp), "--format", "json")
+    assert report.returncode == 0, report.stderr
+    assert json.loads(report.stdout)["summary"]["failed_not_done"] == 1

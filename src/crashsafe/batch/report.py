@@ -25,7 +25,7 @@ class BatchReport:
     usage: Usage = field(default_factory=dict)
     labels: Counter[str] = field(default_factory=Counter)
     failed_not_done: int = 0
-    cost: float = 0.0
+    cost: float | None = None  # None: no prices were given, so no cost is known
 
     @property
     def duplicates(self) -> int:
@@ -40,7 +40,7 @@ class BatchReport:
             "corrupt_lines": self.corrupt_lines,
             "failed_not_done": self.failed_not_done,
             "usage": self.usage,
-            "cost": round(self.cost, 6),
+            "cost": None if self.cost is None else round(self.cost, 6),
             "labels": dict(self.labels.most_common()),
         }
 
@@ -68,10 +68,11 @@ def build_report(
     for result in report.rows.values():
         if isinstance(result, dict) and isinstance(result.get("label"), str):
             report.labels[result["label"]] += 1
-    report.cost = (
-        report.usage.get("prompt_tokens", 0) * price_in
-        + report.usage.get("completion_tokens", 0) * price_out
-    ) / 1e6
+    if price_in or price_out:
+        report.cost = (
+            report.usage.get("prompt_tokens", 0) * price_in
+            + report.usage.get("completion_tokens", 0) * price_out
+        ) / 1e6
     return report
 
 
@@ -79,7 +80,9 @@ def _dead(path: Path) -> list[dict[str, Any]]:
     """Dead-letter lines of a checkpoint (they have ids and an error, no results)."""
     lines: list[dict[str, Any]] = []
     try:
-        text = dead_letter_path(path).read_text(encoding="utf-8")
+        # Undecodable bytes (a line torn mid-character, a file edited by hand) are
+        # replaced: such a line fails to parse and is skipped like any corrupt line.
+        text = dead_letter_path(path).read_bytes().decode("utf-8", "replace")
     except FileNotFoundError:
         return lines
     for raw in text.splitlines():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -106,8 +105,12 @@ def finish(
         )
         if settings.price_in or settings.price_out:
             tokens += f", spent {summary.spent:.4f}"
-    click.echo(f"done in {fmt_seconds(summary.elapsed)}: {json.dumps(summary.counts())}{tokens}",
-               err=True)  # fmt: skip
+    counts = summary.counts()
+    done = (
+        f"{counts.get('items_ok', 0):,} items in {counts.get('batches_ok', 0):,} batches, "
+        f"{counts.get('batches_failed', 0):,} batch(es) failed"
+    )
+    click.echo(f"done in {fmt_seconds(summary.elapsed)}: {done}{tokens}", err=True)
     code = 0
     if summary.interrupted:
         click.echo(INTERRUPTED, err=True)
@@ -231,7 +234,7 @@ def print_report(report: Any) -> None:
         table.add_row("failed, not yet done", str(s["failed_not_done"]))
     for key, value in s["usage"].items():
         table.add_row(key.replace("_", " "), f"{value:,}")
-    if s["cost"]:
+    if s["cost"] is not None:
         table.add_row("estimated cost", f"{s['cost']:.4f}")
     for label, count in s["labels"].items():
         table.add_row(f"label {label}", f"{count:,}")
