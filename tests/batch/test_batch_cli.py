@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -233,3 +234,38 @@ def test_a_dead_letter_with_bytes_that_are_not_utf8_is_read(tmp_path: Path) -> N
     report = run_cli("batch", "report", str(cp), "--format", "json")
     assert report.returncode == 0, report.stderr
     assert json.loads(report.stdout)["summary"]["failed_not_done"] == 1
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 8 KiB filesystem (tmpfs), mounted for the test; needs root."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(disk)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a small tmpfs needs root: {mounted.stderr.decode().strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_a_full_disk_is_one_line_and_the_resume_repairs_the_torn_line(small_disk: Path) -> None:
+    cp = small_disk / "counts.jsonl"  # a full run writes ~10 KB: the disk fills half-way
+    args = ["batch", "run", str(SAMPLE), "--checkpoint", str(cp), "--task", TASK]
+    full = run_cli(*args)
+    assert full.returncode == 1, full.stderr
+    assert f"disk full while appending to {cp}" in full.stderr
+    assert "Traceback" not in full.stderr
+    done_before = scan(cp).done_ids()
+    assert 0 < len(done_before) < 200
+    # more room, the same command: it resumes, and the line the full disk cut is cut off
+    subprocess.run(["mount", "-o", "remount,size=1m", str(small_disk)], check=True)
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr
+    found = scan(cp)
+    assert found.corrupt == 0 and not found.torn_tail
+    ids = [i for line in found.lines for i in line["ids"]]
+    assert len(ids) == len(set(ids)) == 200  # each item once

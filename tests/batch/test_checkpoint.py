@@ -26,7 +26,7 @@ def test_torn_last_line_is_ignored_and_not_glued_to(tmp_path: Path) -> None:
         cp.append([line(["c"])])
     found = scan(path)
     assert found.done_ids() == {"a", "b", "c"}
-    assert found.corrupt == 1  # the torn fragment, now a line of its own, stays skipped
+    assert found.corrupt == 0  # the torn fragment was cut off, not kept as a corrupt line
     assert not found.torn_tail
 
 

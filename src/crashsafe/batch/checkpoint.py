@@ -9,6 +9,7 @@ a warning and its items are simply done again.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -20,7 +21,7 @@ from typing import Any
 import orjson
 
 from crashsafe.collector import paused_gc
-from crashsafe.errors import ConfigError, WorkerBusyError
+from crashsafe.errors import ConfigError, StoreError, WorkerBusyError
 from crashsafe.files import open_private
 
 CORRUPT_SHOWN = 5  # corrupt line numbers kept for messages
@@ -152,7 +153,7 @@ class Checkpoint:
             self._lock_fd = lock_fd
             found = self.found = scan(self.path)
             if found.torn_tail:
-                self._write_durably(b"\n")
+                self._repair_torn_tail()
         except BaseException:
             self.close()
             raise
@@ -168,13 +169,32 @@ class Checkpoint:
         finally:
             os.close(fd)
 
+    def _repair_torn_tail(self) -> None:
+        """Cut the last, unfinished line (a kill or a full disk mid-write): its batch was
+        never done, so nothing is lost, and the file reads clean again instead of keeping
+        a corrupt line forever. Only bytes after the last newline are ever removed."""
+        assert self._fd is not None
+        data = self.path.read_bytes()
+        keep = data.rfind(b"\n") + 1
+        os.ftruncate(self._fd, keep)
+        os.fsync(self._fd)
+
     def _write_durably(self, data: bytes) -> None:
         assert self._fd is not None, "checkpoint is not open"
         view = memoryview(data)
-        while view:  # os.write may write less than asked (e.g. on a signal)
-            written = os.write(self._fd, view)
-            view = view[written:]
-        os.fsync(self._fd)
+        try:
+            while view:  # os.write may write less than asked (e.g. on a signal)
+                written = os.write(self._fd, view)
+                view = view[written:]
+            os.fsync(self._fd)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StoreError(
+                    f"disk full while appending to {self.path}: free some space and run "
+                    "the same command again (the batches in flight are done again; a line "
+                    "cut short is repaired then)"
+                ) from None
+            raise StoreError(f"cannot append to {self.path}: {exc.strerror or exc}") from None
 
     def append(self, lines: Sequence[dict[str, Any]]) -> None:
         """Append ``lines`` with one write and one fsync (group commit)."""
