@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -234,22 +233,6 @@ def test_a_dead_letter_with_bytes_that_are_not_utf8_is_read(tmp_path: Path) -> N
     report = run_cli("batch", "report", str(cp), "--format", "json")
     assert report.returncode == 0, report.stderr
     assert json.loads(report.stdout)["summary"]["failed_not_done"] == 1
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A real 8 KiB filesystem (tmpfs), mounted for the test; needs root."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(disk)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"mounting a small tmpfs needs root: {mounted.stderr.decode().strip()}")
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", str(disk)], check=True)
 
 
 def test_a_full_disk_is_one_line_and_the_resume_repairs_the_torn_line(small_disk: Path) -> None:

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -214,3 +215,21 @@ def test_a_spider_without_start_urls_says_so(db_url: str, tmp_path: Path) -> Non
     result = run_cli("crawl", f"{spider}:Empty", "--db", db_url, "--no-progress")
     assert result.returncode == 0
     assert "has no start_urls" in result.stderr and "--start-url" in result.stderr
+
+
+def test_a_full_disk_and_a_read_only_file_system_are_one_line_errors(
+    shop: Callable[..., ShopThread], small_disk: Path
+) -> None:
+    site = shop(listings=5, per_listing=20)
+    args = ["crawl", "crashsafe.demo.spider:DemoShop", "--db",
+            f"sqlite:///{small_disk / 'shop.db'}", "--start-url", f"{site.url}/list/0",
+            "--no-progress"]  # fmt: skip
+    full = run_cli(*args)
+    assert full.returncode == 1
+    assert "disk full" in full.stderr and "Traceback" not in full.stderr
+    # the same database on a file system mounted read-only (permission bits do not stop
+    # root, a read-only mount does)
+    subprocess.run(["mount", "-o", "remount,ro,size=1m", str(small_disk)], check=True)
+    ro = run_cli(*args)
+    assert ro.returncode == 1 and "Traceback" not in ro.stderr
+    assert "read-only" in ro.stderr, ro.stderr

@@ -29,6 +29,7 @@ from crashsafe.store.base import (
 )
 from crashsafe.store.liveness import LockDir, new_owner_id
 from crashsafe.store.queries import load_migrations, load_queries
+from crashsafe.store.sqlite_errors import why as _why
 from crashsafe.store.sqlite_robots import SQLiteRobots
 from crashsafe.store.stats import crawl_stats
 
@@ -78,7 +79,12 @@ class SQLiteStore(SQLiteRobots):
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
         except sqlite3.DatabaseError as exc:
+            hint = _why(self.path, exc)
+            if hint:
+                raise StoreError(f"cannot open {self.path}: {hint}") from exc
             raise StoreError(f"cannot open {self.path} as a crashsafe database: {exc}") from exc
+        except OSError as exc:
+            raise StoreError(f"cannot create {self.path}: {exc.strerror or exc}") from exc
         self._locks = LockDir(self.path.with_name(self.path.name + "-workers"))
         self._owner: str | None = None
 
@@ -122,7 +128,7 @@ class SQLiteStore(SQLiteRobots):
         try:
             return fn()
         except sqlite3.Error as exc:
-            raise StoreError(f"database {self.path}: {exc}") from exc
+            raise StoreError(f"database {self.path}: {_why(self.path, exc) or exc}") from exc
 
     def close(self) -> None:
         self.unregister_worker()
