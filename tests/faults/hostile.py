@@ -100,8 +100,8 @@ class HostileSite:
             assert request.transport is not None
             request.transport.abort()  # the connection drops: a network error
             return web.Response()
-        if mode == "slow":
-            await asyncio.sleep(0.5)
+        if mode == "slow":  # long enough for a second worker to start on a busy machine
+            await asyncio.sleep(3)
             return web.Response(text="User-agent: *\nDisallow: /private\n")
         return web.Response(status=404)
 

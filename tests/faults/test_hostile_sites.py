@@ -80,13 +80,6 @@ def crawl(store: Store, start: str, **settings: Any) -> Any:
     return asyncio.run(asyncio.wait_for(crawler.run(), TIME_LIMIT))
 
 
-@pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    s = open_store(db_url)
-    yield s
-    s.close()
-
-
 def gaps(site: HostileSite, path: str) -> list[float]:
     times = site.times[path]
     return [b - a for a, b in itertools.pairwise(times)]
@@ -226,7 +219,9 @@ def test_two_workers_fetch_a_robots_txt_once(db_url: str) -> None:
                     store,
                     # one page at a time each, two start pages: both workers need the
                     # origin's (slow) robots.txt at the same moment
-                    settings=Hostile.crawl_settings(concurrency=1, user_agent=f"w{n}"),
+                    settings=Hostile.crawl_settings(
+                        concurrency=1, user_agent=f"w{n}", timeout=10.0
+                    ),
                     start_urls=[f"{base}/ok", f"{base}/dup"],
                     handle_signals=False,
                 )

@@ -71,13 +71,6 @@ def crawl(store: Store, start: str, resolver: AbstractResolver | None = None, **
     return asyncio.run(asyncio.wait_for(crawler.run(), 60))
 
 
-@pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    s = open_store(db_url)
-    yield s
-    s.close()
-
-
 def test_no_request_leaves_the_allow_list(store: Store) -> None:
     allowed, other_port, other_host = Counting(), Counting(), Counting()
     with (
