@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from crashsafe.killtest import KillTestOptions, KillTestResult
-from crashsafe.killtest.runner import Calibration, Outcome, kill_schedule, score
+from crashsafe.killtest.runner import (
+    Calibration,
+    Outcome,
+    kill_schedule,
+    request_schedule,
+    score,
+)
 from tests.helpers import run_cli
 
 SMALL = ["--listings", "5", "--per-listing", "10"]
@@ -111,6 +117,17 @@ def test_kill_schedule_is_seeded_and_inside_the_window() -> None:
     assert len(a) == 2 and all(len(w) == 10 for w in a)
     assert all(0.06 <= d <= 0.3 for w in a for d in w)  # u * 3.0 / 10, u in [0.2, 1]
     assert KillTestOptions().sig == signal.SIGKILL
+    # the crawl kill test counts requests, not seconds: 525 pages, 2 workers, 10 kills
+    r = request_schedule(kills=10, workers=2, window=(0.2, 1.0), pages=525, seed=7)
+    assert r == request_schedule(kills=10, workers=2, window=(0.2, 1.0), pages=525, seed=7)
+    assert all(5 <= n <= 27 for w in r for n in w)  # u * 525 / 20, rounded
+
+
+def test_a_killtest_where_no_kill_landed_says_not_tested(tmp_path: Path) -> None:
+    # kills scheduled far past the end of the crawl: none can land
+    result = run_cli("killtest", "--runs", "1", "--kills", "2", "--kill-window", "50:60", *SMALL)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "crashsafe: NOT TESTED" in result.stdout and "holds" not in result.stdout
 
 
 @pytest.mark.slow

@@ -34,8 +34,9 @@ def parse_window(text: str) -> tuple[float, float]:
     "--kill-window",
     default="0.2:1.0",
     show_default=True,
-    help="Kill k lands u·T/kills seconds after the process's first request, u uniform in A:B, "
-    "T an uninterrupted crawl (measured first).",
+    help="Crawl: kill k lands after u·P/(workers·kills) requests of the restarted process "
+    "(P: the shop's pages); batch: u·T/kills seconds into it (T: an uninterrupted run); "
+    "u uniform in A:B.",
 )
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1))

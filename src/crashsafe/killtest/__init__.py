@@ -17,7 +17,13 @@ from pathlib import Path
 from crashsafe.demo.process import ShopProcess
 from crashsafe.demo.shop import ShopOptions
 from crashsafe.errors import ConfigError
-from crashsafe.killtest.runner import Calibration, Outcome, calibrate, kill_schedule, run_one
+from crashsafe.killtest.runner import (
+    Calibration,
+    Outcome,
+    calibrate,
+    request_schedule,
+    run_one,
+)
 from crashsafe.killtest.scrapers import CrashsafeScraper, NaiveScraper
 
 __all__ = ["KillTestOptions", "KillTestResult", "run_killtest"]
@@ -77,8 +83,13 @@ class KillTestResult:
         return problems
 
     @property
+    def tested(self) -> bool:
+        """Whether any kill landed mid-crawl: with none, nothing was proven."""
+        return not self.options.kills or any(r["crashsafe"].kills_landed for r in self.runs)
+
+    @property
     def holds(self) -> bool:
-        return all(not self.violations(run["crashsafe"]) for run in self.runs)
+        return self.tested and all(not self.violations(run["crashsafe"]) for run in self.runs)
 
 
 def run_killtest(
@@ -102,11 +113,11 @@ def run_killtest(
             )
             result = KillTestResult(options, cal)
             for run in range(options.runs):
-                schedule = kill_schedule(
+                schedule = request_schedule(
                     kills=options.kills,
                     workers=options.workers,
                     window=options.kill_window,
-                    calibration=cal,
+                    pages=options.shop.pages,
                     seed=options.seed * 1000 + run,
                 )
                 outcomes = {}

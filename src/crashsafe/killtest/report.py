@@ -73,7 +73,13 @@ def verdicts(result: KillTestResult) -> list[str]:
         f"{_span([o.seconds for o in naive], '{:.1f}')} s"
     )
     bad = [(i, result.violations(o)) for i, o in enumerate(safe, 1) if result.violations(o)]
-    if bad:
+    if not result.tested:
+        lines.append(
+            "crashsafe: NOT TESTED — no kill landed mid-crawl (every crawl finished before "
+            "its kill), so nothing was proven; use a larger shop (--listings) or more "
+            "--latency-ms"
+        )
+    elif bad:
         why = "; ".join(f"run {i}: {', '.join(v)}" for i, v in bad)
         lines.append(f"crashsafe: GUARANTEE BROKEN — {why}")
     else:
@@ -131,6 +137,7 @@ def to_json(result: KillTestResult) -> dict[str, Any]:
         "pages": o.shop.pages,
         "runs": [{name: outcome(out) for name, out in run.items()} for run in result.runs],
         "holds": result.holds,
+        "tested": result.tested,
         "founding": FOUNDING,
     }
 

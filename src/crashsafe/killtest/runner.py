@@ -44,6 +44,25 @@ def kill_schedule(
     return [[rng.uniform(*window) * step for _ in range(kills)] for _ in range(workers)]
 
 
+def request_schedule(
+    *, kills: int, workers: int, window: tuple[float, float], pages: int, seed: int
+) -> list[list[int]]:
+    """How many requests a (re)started process makes before it is killed, per worker.
+
+    Kill k lands after ``u * pages / (workers * kills)`` requests of that process, ``u``
+    uniform in ``window``: with the default window the kills together cover about 60 % of
+    the crawl, so they land mid-crawl and the last run still has work. Counted in the
+    process's own requests (the shop tells processes apart by User-Agent), a kill lands
+    mid-crawl however slow the machine is; kills timed in seconds landed after the crawl
+    had finished on a busy machine, and proved nothing.
+    """
+    rng = random.Random(seed)
+    step = pages / (workers * kills) if kills else 0.0
+    return [
+        [max(1, round(rng.uniform(*window) * step)) for _ in range(kills)] for _ in range(workers)
+    ]
+
+
 @dataclass(slots=True)
 class Outcome:
     """One scraper in one run: every figure the kill test reports."""
@@ -100,28 +119,37 @@ def _wait_first_request(
     return False
 
 
+def _wait_requests(
+    shop: ShopProcess, proc: subprocess.Popen[bytes], agent: str, since: float, count: int
+) -> bool:
+    """Wait until ``agent`` has made ``count`` requests; False if the process ended first."""
+    deadline = time.monotonic() + FINAL_TIMEOUT
+    while proc.poll() is None and time.monotonic() < deadline:
+        if len(shop.log(since, agent=agent)) >= count:
+            return proc.poll() is None
+        time.sleep(POLL)
+    return False
+
+
 def run_one(
     scraper: Scraper,
     shop: ShopProcess,
     workdir: Path,
-    schedule: list[list[float]],
+    schedule: list[list[int]],
     catalogue: dict[str, dict[str, str]],
     *,
     sig: signal.Signals = signal.SIGKILL,
     tag: str = "",
 ) -> Outcome:
-    """Kill ``scraper`` per ``schedule`` (one list of delays per worker), then let it finish.
-
-    Each delay counts from the process's first request (told apart by User-Agent), so a
-    kill always lands mid-crawl, however long the process took to start.
-    """
+    """Kill ``scraper`` per ``schedule`` (one list per worker: requests each restarted
+    process makes before its kill, see :func:`request_schedule`), then let it finish."""
     workdir.mkdir(parents=True, exist_ok=True)
     shop.reset()
     outcome = Outcome(scraper.name)
     lock = threading.Lock()
 
-    def worker(slot: int, delays: list[float]) -> None:
-        for k, delay in enumerate(delays):
+    def worker(slot: int, counts: list[int]) -> None:
+        for k, count in enumerate(counts):
             agent = f"killtest-{scraper.name}{tag}-w{slot}-k{k}"
             since = time.time()
             proc = subprocess.Popen(
@@ -132,14 +160,11 @@ def run_one(
             if not _wait_first_request(shop, proc, agent, since):
                 stop_process(proc, signal.SIGKILL)
                 return  # it ended without a request: the crawl is complete
-            try:
-                proc.wait(delay)
-            except subprocess.TimeoutExpired:
-                stop_process(proc, sig)
-                with lock:
-                    outcome.kills_landed += 1
-            else:
+            if not _wait_requests(shop, proc, agent, since, count):
                 return  # it finished before the kill: nothing left to kill
+            stop_process(proc, sig)
+            with lock:
+                outcome.kills_landed += 1
 
     started = time.monotonic()
     threads = [threading.Thread(target=worker, args=(n, d)) for n, d in enumerate(schedule)]
