@@ -233,3 +233,39 @@ def test_a_full_disk_and_a_read_only_file_system_are_one_line_errors(
     ro = run_cli(*args)
     assert ro.returncode == 1 and "Traceback" not in ro.stderr
     assert "read-only" in ro.stderr, ro.stderr
+
+
+def test_reading_commands_work_on_a_read_only_file_system(
+    shop: Callable[..., ShopThread], small_disk: Path
+) -> None:
+    subprocess.run(["mount", "-o", "remount,size=1m", str(small_disk)], check=True)
+    site = shop(listings=1, per_listing=5)
+    db = f"sqlite:///{small_disk / 'shop.db'}"
+    crawled = run_cli("crawl", "crashsafe.demo.spider:DemoShop", "--db", db,
+                      "--start-url", f"{site.url}/list/0", "--no-progress")  # fmt: skip
+    assert crawled.returncode == 0, crawled.stderr
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    status = run_cli("status", "--db", db, "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)[0]["records"] == 5
+    assert run_cli("failed", "--db", db).returncode == 0
+    exported = run_cli("export", "--db", db)
+    assert exported.returncode == 0 and len(exported.stdout.splitlines()) == 5
+
+
+def test_reading_commands_do_not_migrate_an_older_database(tmp_path: Path) -> None:
+    import sqlite3
+
+    from crashsafe.store.queries import load_migrations
+
+    old = tmp_path / "old.db"
+    with sqlite3.connect(old) as db:  # a database as the previous version left it
+        db.executescript(load_migrations("sqlite")[0][1])
+        db.execute("PRAGMA user_version = 1")
+    before = old.read_bytes()
+    result = run_cli("status", "--db", f"sqlite:///{old}")
+    assert result.returncode == 1 and "older crashsafe (schema version 1)" in result.stderr
+    assert old.read_bytes() == before  # untouched
+    # a writing command upgrades it
+    assert run_cli("retry", "--db", f"sqlite:///{old}").returncode == 0
+    assert run_cli("status", "--db", f"sqlite:///{old}").returncode == 0

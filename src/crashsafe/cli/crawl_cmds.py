@@ -64,7 +64,7 @@ def report_result(result: CrawlResult, db_url: str) -> None:
     s = result.stats
     click.echo(summary(result), err=True)
     if s.failed:
-        store = open_db(db_url)
+        store = open_db(db_url, readonly=True)
         try:
             groups = group_errors(store.failed(s.crawl))
         finally:
@@ -227,7 +227,7 @@ def crawl_names(store: Store, crawl: str | None) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(db_url: str, crawl_name: str | None, as_json: bool) -> None:
     """Per crawl: URLs by state, records, lease grants, requests and repeats."""
-    store = open_db(db_url)
+    store = open_db(db_url, readonly=True)
     try:
         rows = [store.stats(name) for name in crawl_names(store, crawl_name)]
     finally:
@@ -352,7 +352,7 @@ def export(
     --csv-raw is given.
     """
     since_ts = parse_since(since)
-    store = open_db(db_url)
+    store = open_db(db_url, readonly=True)
     try:
         crawl_names(store, crawl_name)
         with _open_output(output) as out:

@@ -16,7 +16,7 @@ from crashsafe.text import printable
 @click.option("--group", is_flag=True, help="One line per distinct error, with its count.")
 def failed(db_url: str, crawl_name: str | None, full: bool, group: bool) -> None:
     """List URLs in the dead letter, with their last error."""
-    store = open_db(db_url)
+    store = open_db(db_url, readonly=True)
     try:
         crawl_names(store, crawl_name)
         rows = store.failed(crawl_name)

@@ -29,11 +29,12 @@ def db_option() -> Callable[[F], F]:
     )
 
 
-def open_db(url: str, *, create: bool = False) -> Store:
-    """Open the store; commands other than ``crawl`` refuse a database that is not there."""
+def open_db(url: str, *, create: bool = False, readonly: bool = False) -> Store:
+    """Open the store; commands other than ``crawl`` refuse a database that is not there,
+    and commands that only read open it ``readonly`` (they never write nor migrate)."""
     from crashsafe.store import open_store
 
-    return open_store(url, create=create)
+    return open_store(url, create=create, readonly=readonly)
 
 
 def fmt_seconds(seconds: float) -> str:

@@ -54,18 +54,19 @@ def masked(url: str) -> str:
     return parts._replace(netloc=f"{user}:***@{host}").geturl()
 
 
-def open_store(url: str, *, create: bool = True) -> Store:
+def open_store(url: str, *, create: bool = True, readonly: bool = False) -> Store:
     """Open the store at ``url``.
 
     ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` or a plain file path
     ending in ``.db``/``.sqlite``. SQLite accepts ``?synchronous=normal`` to trade
     durability on power loss (not on a process kill) for speed. With ``create=False`` a
-    missing database is an error instead of a new empty one (for commands that only read).
+    missing database is an error instead of a new empty one; ``readonly=True`` also never
+    writes (no migration; on a read-only file system too), for commands that only read.
     """
     from crashsafe.store.sqlite import SQLiteStore
 
     if "://" not in url and url.endswith((".db", ".sqlite", ".sqlite3")):
-        return SQLiteStore(Path(url), url=f"sqlite:///{url}", create=create)
+        return SQLiteStore(Path(url), url=f"sqlite:///{url}", create=create, readonly=readonly)
     parts = urlsplit(url)
     if parts.scheme == "sqlite":
         if not parts.path or parts.path == "/":
@@ -80,6 +81,7 @@ def open_store(url: str, *, create: bool = True) -> Store:
             synchronous=options.get("synchronous", "full").lower(),
             url=url,
             create=create,
+            readonly=readonly,
         )
     if parts.scheme in {"postgresql", "postgres"}:
         raise ConfigError(

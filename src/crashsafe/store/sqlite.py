@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import quote
 
 from crashsafe.errors import SchemaError, StoreError
 from crashsafe.files import create_private
@@ -57,12 +58,23 @@ class SQLiteStore(SQLiteRobots):
     """The embedded default store. Open it with ``open_store("sqlite:///path.db")``."""
 
     def __init__(
-        self, path: str | Path, *, synchronous: str = "full", url: str = "", create: bool = True
+        self,
+        path: str | Path,
+        *,
+        synchronous: str = "full",
+        url: str = "",
+        create: bool = True,
+        readonly: bool = False,
     ) -> None:
         self.path = Path(path)
         self.url = url or f"sqlite:///{self.path}"
-        if not create and not self.path.exists():
+        if (readonly or not create) and not self.path.exists():
             raise StoreError(f"database {self.path} does not exist: check --db")
+        self._locks = LockDir(self.path.with_name(self.path.name + "-workers"))
+        self._owner: str | None = None
+        if readonly:
+            self._db = self._open_readonly()
+            return
         if synchronous not in SYNCHRONOUS:
             raise StoreError(f"synchronous={synchronous!r}: use one of {sorted(SYNCHRONOUS)}")
         if not self.path.parent.exists():
@@ -85,8 +97,43 @@ class SQLiteStore(SQLiteRobots):
             raise StoreError(f"cannot open {self.path} as a crashsafe database: {exc}") from exc
         except OSError as exc:
             raise StoreError(f"cannot create {self.path}: {exc.strerror or exc}") from exc
-        self._locks = LockDir(self.path.with_name(self.path.name + "-workers"))
-        self._owner: str | None = None
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        """A connection that never writes: no migration, no lock to wait for (WAL readers
+        do not wait for writers), and, on a read-only file system, no -shm file to
+        create (the file is then opened as immutable: nobody can be writing it)."""
+        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+        try:
+            db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.OperationalError:
+            try:
+                db = sqlite3.connect(
+                    uri + "&immutable=1", uri=True, isolation_level=None, check_same_thread=False
+                )
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"cannot read {self.path}: {_why(self.path, exc) or exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open {self.path} as a crashsafe database: {exc}") from exc
+        latest = MIGRATIONS[-1][0]
+        if version == latest:
+            return db
+        db.close()
+        if version > latest:
+            raise SchemaError(
+                f"{self.path} has schema version {version}, this crashsafe knows up to "
+                f"{latest}: upgrade crashsafe"
+            )
+        if version == 0:
+            raise SchemaError(
+                f"{self.path} is an SQLite database but not a crashsafe one: choose another "
+                "file with --db"
+            )
+        raise SchemaError(
+            f"{self.path} was written by an older crashsafe (schema version {version}): run "
+            "`crashsafe crawl` on it once with this version (it upgrades the file), then read it"
+        )
 
     # -- plumbing ------------------------------------------------------------------------
     def _migrate(self) -> None:
