@@ -20,6 +20,7 @@ from typing import Any
 
 from crashsafe.batch.checkpoint import Checkpoint, encode_line
 from crashsafe.batch.items import Inputs, Item
+from crashsafe.batch.progress import BatchProgress
 from crashsafe.batch.task import BatchOutput, TaskCaller, Usage, add_usage
 from crashsafe.errors import ConfigError, CrashsafeError
 from crashsafe.files import open_private
@@ -122,8 +123,10 @@ class BatchRunner:
         echo: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
         handle_signals: bool = True,
         rng: random.Random | None = None,
+        progress: BatchProgress | None = None,
     ) -> None:
         self.task = task
+        self.progress = progress
         self.inputs = inputs
         self.path = checkpoint_path
         self.settings = settings
@@ -232,7 +235,10 @@ class BatchRunner:
             self.summary.batches_ok += 1
             self.summary.items_ok += len(ids)
             tries = f", {attempt} attempts" if attempt > 1 else ""
-            self.echo(f"batch {label}: {len(ids)}/{len(ids)} ok ({line['elapsed']:.2f} s{tries})")
+            if self.progress is None:  # on a terminal the progress line says it
+                self.echo(
+                    f"batch {label}: {len(ids)}/{len(ids)} ok ({line['elapsed']:.2f} s{tries})"
+                )
             return
         self._account(usage)
         self._dead_letter(ids, error, attempt, usage)
@@ -265,6 +271,16 @@ class BatchRunner:
         return self.summary
 
     async def _run(self) -> None:
+        if self.progress is None:
+            await self._run_job()
+            return
+        self.progress.start()
+        try:
+            await self._run_job()
+        finally:
+            await self.progress.stop()
+
+    async def _run_job(self) -> None:
         with Checkpoint(self.path) as checkpoint:
             found = checkpoint.found
             self.summary.corrupt_lines = found.corrupt

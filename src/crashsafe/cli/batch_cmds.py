@@ -16,6 +16,7 @@ from rich.table import Table
 
 from crashsafe import aio
 from crashsafe.batch.items import KeyBy, parse_shard, read_items
+from crashsafe.batch.progress import BatchProgress
 from crashsafe.batch.runner import BatchRunner, BatchSettings, BatchSummary, dead_letter_path
 from crashsafe.batch.task import Task, TaskCaller, load_task
 from crashsafe.cli.options import fmt_seconds, serve_until_interrupted
@@ -42,6 +43,7 @@ def run_options(f: F) -> F:
         click.option("--shard", metavar="K/N", help="Only this machine's share of the ids."),
         click.option("--max-attempts", default=3, show_default=True, type=click.IntRange(1),
                      help="Tries of a failing batch in this run before the dead letter."),
+        click.option("--no-progress", is_flag=True, help="No live progress line."),
         click.option("--grace-seconds", default=30.0, show_default=True,
                      type=click.FloatRange(min=0),
                      help="After Ctrl-C, time for the batches in flight to finish."),
@@ -89,6 +91,9 @@ def run_job(task: Task, **opts: Any) -> None:
         echo=lambda line: click.echo(line, err=True),
         handle_signals=opts.get("handle_signals", True),
     )
+    if not opts.get("no_progress") and sys.stderr.isatty():
+        priced = bool(settings.price_in or settings.price_out)
+        runner.progress = BatchProgress(runner.summary, priced=priced)
     summary = aio.run(runner.run())
     finish(summary, checkpoint, settings, exit_on_end=opts.get("exit_on_end", True))
 
