@@ -28,11 +28,20 @@ def open_private(path: Path, flags: int, *, follow: bool = True) -> int:
     extra = os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
         return os.open(path, flags | extra, FILE_MODE)
+    except IsADirectoryError:
+        raise ConfigError(
+            f"{path} is a folder where crashsafe needs a file: move it away, or choose another path"
+        ) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow:
             raise ConfigError(
                 f"{path} is a symbolic link: crashsafe does not open its lock files through "
                 "links (one could point at any file); remove it"
+            ) from None
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise ConfigError(
+                f"cannot write {path}: {exc.strerror} (a read-only file system, or no "
+                "permission); choose a writable place"
             ) from None
         raise
 
@@ -49,7 +58,13 @@ def create_private(path: Path) -> None:
 
 def private_folder(path: Path) -> None:
     """``mkdir -p`` with the folders it creates ``0700``."""
-    path.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+    except FileExistsError:  # exist_ok covers folders only: a file is in the way
+        raise ConfigError(
+            f"{path} is a file where crashsafe needs a folder (for lock files): move it "
+            "away, or choose another path"
+        ) from None
 
 
 @contextlib.contextmanager

@@ -140,3 +140,15 @@ def test_an_export_that_fails_half_way_leaves_the_previous_file_whole(tmp_path: 
     with atomic_text(target) as out:
         out.write("the new export\n")
     assert target.read_text() == "the new export\n"
+
+
+def test_a_lock_path_of_the_wrong_kind_is_a_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / "results.jsonl.lock").mkdir()  # a folder where the lock file goes
+    with pytest.raises(ConfigError, match="is a folder where crashsafe needs a file"):
+        Checkpoint(tmp_path / "results.jsonl").open()
+    db = tmp_path / "c.db"
+    (tmp_path / "c.db-workers").write_text("a file where the lock folder goes")
+    result = run_cli("crawl", "crashsafe.demo.spider:DemoShop", "--db", f"sqlite:///{db}",
+                     "--start-url", "http://127.0.0.1:9/", "--no-progress")  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "is a file where crashsafe needs a folder" in result.stderr
