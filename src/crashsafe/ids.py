@@ -33,8 +33,9 @@ _WHITESPACE = re.compile(r"\s+")
 # Dot segments ("/./", "/../") are resolved by w3lib, so a path holding one is not simple.
 # (No lookahead inside: one that scans to the end at each backtracking step made a 64 KB
 # link take a second; dot segments are looked for apart, in linear time.)
-_SIMPLE = re.compile(r"https?://[a-z0-9.-]+(?::([1-9]\d{0,4}))?(/[A-Za-z0-9._~/-]*)")
-_DOT_SEGMENT = re.compile(r"/\.\.?(?:/|$)")
+#: Groups: host, port (or None), path. Also the allow decision's fast path (crawl/allow.py).
+SIMPLE_URL = re.compile(r"https?://([a-z0-9.-]+)(?::([1-9]\d{0,4}))?(/[A-Za-z0-9._~/-]*)")
+DOT_SEGMENT = re.compile(r"/\.\.?(?:/|$)")
 
 
 def record_id(source: str, key: str) -> str:
@@ -77,8 +78,8 @@ def canonical_url(url: str, *, strip_params: Iterable[str] = DEFAULT_STRIP_PARAM
     query parameters named in ``strip_params`` (``utm_*`` style prefixes allowed) and
     sorts the rest; percent-encoding is normalised by w3lib.
     """
-    simple = _SIMPLE.fullmatch(url)
-    if simple and simple.group(1) not in ("80", "443") and not _DOT_SEGMENT.search(simple[2]):
+    simple = SIMPLE_URL.fullmatch(url)
+    if simple and simple[2] not in ("80", "443") and not DOT_SEGMENT.search(simple[3]):
         return url
     parts = urlsplit(url.strip())
     scheme = parts.scheme.lower()

@@ -15,6 +15,7 @@ import pytest
 from crashsafe import Crawler, Link, Page, Record, Spider, open_store
 from crashsafe.errors import ConfigError
 from crashsafe.store import Store
+from tests.faults.conftest import TIME_LIMIT, run_crawl
 from tests.faults.hostile import BAD_LINKS, HostileSite, hostile_site
 
 MAX_ATTEMPTS = 3
@@ -25,7 +26,6 @@ BASE_EXCEPTIONS: dict[str, type[BaseException]] = {
 }
 BACKOFF = 0.05  # backoff_base: the n-th retry waits 0.05 * 2**(n-1) * [0.5, 1.5)
 BACKOFF_MAX = 0.5
-TIME_LIMIT = 60  # seconds; a hang, not a speed, is what this bounds
 
 
 class Hostile(Spider):
@@ -70,14 +70,7 @@ class Hostile(Spider):
 
 
 def crawl(store: Store, start: str, **settings: Any) -> Any:
-    crawler = Crawler(
-        Hostile(),
-        store,
-        settings=Hostile.crawl_settings(**settings),
-        start_urls=[start],
-        handle_signals=False,
-    )
-    return asyncio.run(asyncio.wait_for(crawler.run(), TIME_LIMIT))
+    return run_crawl(Hostile(), store, start, **settings)
 
 
 def gaps(site: HostileSite, path: str) -> list[float]:

@@ -15,10 +15,11 @@ import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from crashsafe import Crawler, Page, Record, Spider, open_store
+from crashsafe import Page, Record, Spider, open_store
 from crashsafe.crawl.addresses import AddressGuard, AddressRefused, GuardedResolver
 from crashsafe.demo.server import AppThread
 from crashsafe.store import Store
+from tests.faults.conftest import run_crawl
 
 SECRET = "internal: do not store"
 
@@ -60,15 +61,7 @@ REDIRECTS: list[str] = []
 
 
 def crawl(store: Store, start: str, resolver: AbstractResolver | None = None, **kw: Any) -> Any:
-    crawler = Crawler(
-        Hostile(),
-        store,
-        settings=Hostile.crawl_settings(**kw),
-        start_urls=[start],
-        handle_signals=False,
-        resolver=resolver,
-    )
-    return asyncio.run(asyncio.wait_for(crawler.run(), 60))
+    return run_crawl(Hostile(), store, start, resolver=resolver, **kw)
 
 
 def test_no_request_leaves_the_allow_list(store: Store) -> None:

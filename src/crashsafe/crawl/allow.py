@@ -28,7 +28,7 @@ from yarl import URL
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Link
 from crashsafe.errors import ConfigError
-from crashsafe.ids import canonical_url, idna_host
+from crashsafe.ids import DOT_SEGMENT, SIMPLE_URL, canonical_url, idna_host
 from crashsafe.store import NewUrl
 
 CANONICAL_CACHE = 20_000  # links remembered by a LinkFilter; then its cache starts over
@@ -41,9 +41,6 @@ _ENCODED = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
 _UNSAFE = re.compile(r"[\x00-\x20\x7f\\\u0080-\u009f\u2028\u2029]")
 _LDH = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*\.?")
 _NUMERIC_LABEL = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)\.?")
-# The canonical fast path of ids.canonical_url, with the host and port as groups.
-_SIMPLE = re.compile(r"https?://([a-z0-9.-]+)(?::([1-9]\d{0,4}))?(/[A-Za-z0-9._~/-]*)")
-_DOT_SEGMENT = re.compile(r"/\.\.?(?:/|$)")
 _IPV4 = re.compile(
     r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}"
 )
@@ -147,7 +144,8 @@ def parse_entry(text: str) -> Entry:
     if not host or "@" in spec or "/" in spec:
         raise ConfigError(f"allowed_domains entry {text!r}: use host, *.host or host:port")
     try:
-        host, _ = host_and_port(f"http://{idna_host(host) if ':' not in host else f'[{host}]'}/")
+        authority = f"[{host}]" if ":" in host else idna_host(host)  # an IPv6 literal, or a name
+        host, _ = host_and_port(f"http://{authority}/")
     except (BadLink, ValueError) as exc:
         raise ConfigError(f"allowed_domains entry {text!r}: {exc}") from None
     return Entry(host, subdomains, port if port not in WEB_PORTS else None)
@@ -232,8 +230,8 @@ class LinkFilter:
         return result
 
     def _canonical_uncached(self, url: str) -> str | None:
-        simple = _SIMPLE.fullmatch(url) if len(url) <= MAX_URL_LENGTH else None
-        if simple is not None and not _DOT_SEGMENT.search(simple[3]):
+        simple = SIMPLE_URL.fullmatch(url) if len(url) <= MAX_URL_LENGTH else None
+        if simple is not None and not DOT_SEGMENT.search(simple[3]):
             # Most links: already canonical, a plain name and a port of digits, nothing two
             # parsers could read differently: the host and port are the regex's groups.
             # (canonical_url returns such URLs as they are.)

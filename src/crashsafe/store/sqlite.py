@@ -7,6 +7,7 @@ lock upgrade; ``busy_timeout`` makes them queue instead of failing.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -42,6 +43,13 @@ SYNCHRONOUS = {"full", "normal", "off", "extra"}
 
 class _StaleInGroup(Exception):
     """A group commit met a lease that is no longer current: redo it page by page."""
+
+
+def _origin_range(url: str, at: float, crawl: str) -> dict[str, object]:
+    """Parameters of ``hold_back_origin`` for the origin of canonical ``url``: every URL
+    of origin O sorts between "O/" and "O0"."""
+    origin = "/".join(url.split("/", 3)[:3])  # scheme://host[:port]
+    return {"at": at, "crawl": crawl, "low": origin + "/", "high": origin + "0"}
 
 
 def _statements(script: str) -> Iterator[str]:
@@ -100,13 +108,16 @@ class SQLiteStore(SQLiteRobots):
 
     def _open_readonly(self) -> sqlite3.Connection:
         """A connection that never writes: no migration, no lock to wait for (WAL readers
-        do not wait for writers), and, on a read-only file system, no -shm file to
-        create (the file is then opened as immutable: nobody can be writing it)."""
+        do not wait for writers), and, when its folder cannot be written (a read-only file
+        system), no -shm file to create: the file is then opened as immutable, which is
+        safe only because nobody can be writing it either."""
         uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
         try:
             db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
             version = db.execute("PRAGMA user_version").fetchone()[0]
-        except sqlite3.OperationalError:
+        except sqlite3.OperationalError as exc:
+            if os.access(self.path.parent, os.W_OK):
+                raise StoreError(f"cannot read {self.path}: {_why(self.path, exc) or exc}") from exc
             try:
                 db = sqlite3.connect(
                     uri + "&immutable=1", uri=True, isolation_level=None, check_same_thread=False
@@ -343,12 +354,9 @@ class SQLiteStore(SQLiteRobots):
         db.executemany(Q["upsert_record"], records)
         db.executemany(Q["enqueue_url"], links)
         db.executemany(Q["set_grant_outcome"], grants)
-        held = [
-            {"at": p.next_attempt_at, "crawl": crawl, "low": origin + "/", "high": origin + "0"}
-            for p, was_stale in zip(pages, stale, strict=True)
-            if p.kind == "deferred" and not was_stale
-            for origin in ["/".join(p.lease.url.split("/", 3)[:3])]
-        ]
+        deferred = [p for p, was_stale in zip(pages, stale, strict=True) if not was_stale]
+        held = [_origin_range(p.lease.url, p.next_attempt_at, crawl) for p in deferred
+                if p.kind == "deferred"]  # fmt: skip
         if held:
             db.executemany(Q["hold_back_origin"], held)
         return stale
