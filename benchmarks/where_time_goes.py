@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import statistics
 import sys
 import tempfile
@@ -50,14 +49,14 @@ class TimedCrawler(Crawler):
         self.commit_waits: list[float] = []  # outcome ready -> committed, per page
         self.round_trips: list[tuple[float, int]] = []  # (seconds, pages) per commit
 
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        if not (isinstance(fn, functools.partial) and fn.func.__name__ == "commit_and_lease"):
-            return await super()._call(fn, *args)
-        pages = len(fn.args[1])
+    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if getattr(fn, "__name__", "") != "commit_and_lease":
+            return await super()._call(fn, *args, **kwargs)
+        pages = len(args[1])
         self.in_commit = pages
         started = time.perf_counter()
         try:
-            return await super()._call(fn, *args)
+            return await super()._call(fn, *args, **kwargs)
         finally:
             self.round_trips.append((time.perf_counter() - started, pages))
             self.in_commit = 0

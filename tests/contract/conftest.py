@@ -1,5 +1,6 @@
-"""The store contract suite runs once per backend; each backend says how to open a store
-on one shared database and how to make a page's commit fail half-way."""
+"""The store contract suite runs once per backend; each backend says where its database
+is and how to make a page's commit fail half-way. Every store a test opens shares one
+:class:`ManualClock`: leases lapse and backoffs end when the test moves it on."""
 
 from __future__ import annotations
 
@@ -7,21 +8,30 @@ import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
 from crashsafe.store import Store, open_store
+from tests.clock import ManualClock
+
+
+class Backend(Protocol):
+    name: str
+    url: str
+
+    def fail_done_mark(self, url: str) -> None:
+        """Make marking ``url`` done raise inside the commit transaction."""
 
 
 class SQLiteBackend:
     name = "sqlite"
 
     def __init__(self, tmp_path: Path) -> None:
-        self.url = f"sqlite:///{tmp_path / 'contract.db'}"
         self.path = tmp_path / "contract.db"
+        self.url = f"sqlite:///{self.path}"
 
     def fail_done_mark(self, url: str) -> None:
-        """Make marking ``url`` done raise inside the commit transaction."""
         with sqlite3.connect(self.path) as db:
             db.execute(
                 "CREATE TRIGGER inject_failure BEFORE UPDATE OF state ON frontier "
@@ -29,28 +39,26 @@ class SQLiteBackend:
                 "BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
             )
 
-    def worker_script(self) -> str:
-        return (
-            "import sys, time; from crashsafe.store import open_store\n"
-            f"s = open_store({self.url!r}); o = s.register_worker()\n"
-            "print(o, len(s.lease('c', o, 3, 3600)), flush=True); time.sleep(600)\n"
-        )
-
 
 @pytest.fixture(params=["sqlite"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> SQLiteBackend:
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if request.param == "sqlite":
         return SQLiteBackend(tmp_path)
     raise AssertionError(request.param)  # pragma: no cover
 
 
 @pytest.fixture
-def open_stores(backend: SQLiteBackend) -> Iterator[Callable[[], Store]]:
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def open_stores(backend: Backend, clock: ManualClock) -> Iterator[Callable[[], Store]]:
     """Open as many stores on the backend's database as a test needs."""
     opened: list[Store] = []
 
     def make() -> Store:
-        store = open_store(backend.url)
+        store = open_store(backend.url, clock=clock)
         opened.append(store)
         return store
 
@@ -65,3 +73,14 @@ def store(open_stores: Callable[[], Store]) -> Store:
 
 
 PYTHON = sys.executable
+
+
+def worker_script(url: str, body: str) -> str:
+    """A worker process on ``url`` that runs ``body`` (``s``: its store, ``o``: its owner
+    id), prints what ``body`` leaves in ``out`` and waits to be killed."""
+    return (
+        "import time; from crashsafe.store import open_store\n"
+        f"s = open_store({url!r}); o = s.register_worker('c')\n"
+        f"{body}\n"
+        "print(out, flush=True); time.sleep(600)\n"
+    )

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
 from crashsafe.store import STALE, Lease, NewUrl, PageOutcome, RecordRow, Store
-from tests.contract.conftest import PYTHON, SQLiteBackend
+from tests.clock import ManualClock
+from tests.contract.conftest import PYTHON, Backend, worker_script
 
 C = "c"
 
@@ -51,12 +52,29 @@ def test_lease_grants_at_most_limit_and_never_twice(open_stores: Callable[[], St
     assert a.stats(C).leased == 10 and a.stats(C).lease_grants == 10
 
 
-def test_expired_lease_is_leased_again(store: Store) -> None:
+@contextmanager
+def worker_process(url: str, body: str) -> Iterator[str]:
+    """A live worker process on ``url`` (see ``worker_script``), SIGKILLed on exit;
+    yields what it printed."""
+    proc = subprocess.Popen(
+        [PYTHON, "-c", worker_script(url, body)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+def test_expired_lease_is_leased_again(store: Store, clock: ManualClock) -> None:
     store.enqueue(C, [NewUrl("http://a/1")])
     owner = store.register_worker()
-    assert len(store.lease(C, owner, 1, 0.05)) == 1
+    assert len(store.lease(C, owner, 1, 5)) == 1
     assert store.lease(C, owner, 1, 60) == []
-    time.sleep(0.1)
+    clock.advance(5)
+    assert store.lease(C, owner, 1, 60) == []  # lapses after, not at, its expiry
+    clock.advance(0.001)
     again = store.lease(C, owner, 1, 60)
     assert [x.url for x in again] == ["http://a/1"]
     stats = store.stats(C)
@@ -64,29 +82,24 @@ def test_expired_lease_is_leased_again(store: Store) -> None:
     assert stats.repeated == 1  # the lapsed grant counts as a repeated request
 
 
-def test_renew_keeps_a_lease(store: Store) -> None:
+def test_renew_keeps_a_lease(store: Store, clock: ManualClock) -> None:
     store.enqueue(C, [NewUrl("http://a/1")])
     owner = store.register_worker()
-    leases = store.lease(C, owner, 1, 0.2)
-    assert store.renew(C, leases, 60) == []  # none lost
-    time.sleep(0.3)
+    leases = store.lease(C, owner, 1, 10)
+    clock.advance(8)
+    assert store.renew(C, leases, 60) == []  # none lost: 60 s from now
+    clock.advance(30)
     assert store.lease(C, owner, 1, 60) == []
+    clock.advance(31)
+    assert len(store.lease(C, owner, 1, 60)) == 1
 
 
-def test_dead_worker_leases_come_back_at_once(backend: SQLiteBackend, store: Store) -> None:
+def test_dead_worker_leases_come_back_at_once(backend: Backend, store: Store) -> None:
     store.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(5)])
-    proc = subprocess.Popen(
-        [PYTHON, "-c", backend.worker_script()], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        _owner, leased = proc.stdout.readline().split()
+    with worker_process(backend.url, "out = len(s.lease('c', o, 3, 3600))") as leased:
         assert leased == "3"
         assert store.reclaim_dead_workers(C) == 0  # alive: its leases stay
         assert len(store.lease(C, store.register_worker(), 10, 60)) == 2
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
     # Leases were for an hour; the liveness lock died with the process.
     assert store.reclaim_dead_workers(C) == 3
     assert store.stats(C).pending == 3
@@ -103,29 +116,27 @@ def test_commit_page_stores_records_links_and_done_together(store: Store) -> Non
     assert (stats.done, stats.pending, stats.records, stats.requests) == (1, 1, 1, 1)
 
 
-def test_upsert_writes_only_changes(store: Store) -> None:
+def test_upsert_writes_only_changes(store: Store, clock: ManualClock) -> None:
     store.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(3)])
     owner = store.register_worker()
     l1, l2, l3 = store.lease(C, owner, 3, 60)
     store.commit_pages(C, [PageOutcome(l1, "done", 200, records=[rec("k", "1.00")])])
     [first] = store.iter_records(C)
-    time.sleep(0.01)
+    clock.advance(1)
     store.commit_pages(C, [PageOutcome(l2, "done", 200, records=[rec("k", "1.00")])])
     [same] = store.iter_records(C)
     assert same == first  # unchanged content writes nothing
-    time.sleep(0.01)
+    clock.advance(1)
     store.commit_pages(C, [PageOutcome(l3, "done", 200, records=[rec("k", "2.00")])])
     [changed] = store.iter_records(C)
     assert changed.version == 2 and changed.data == {"price": "2.00"}
-    assert changed.first_seen == first.first_seen
-    assert changed.last_changed > first.last_changed
+    assert changed.first_seen == first.first_seen == pytest.approx(clock.now - 2)
+    assert changed.last_changed == pytest.approx(clock.now)
     assert list(store.iter_records(C, since=changed.last_changed)) == [changed]
     assert list(store.iter_records(C, since=changed.last_changed + 1)) == []
 
 
-def test_failed_commit_leaves_neither_records_nor_done_mark(
-    backend: SQLiteBackend, store: Store
-) -> None:
+def test_failed_commit_leaves_neither_records_nor_done_mark(backend: Backend, store: Store) -> None:
     urls = ["http://a/ok1", "http://a/bad", "http://a/ok2"]
     store.enqueue(C, [NewUrl(u) for u in urls])
     owner = store.register_worker()
@@ -145,15 +156,17 @@ def test_failed_commit_leaves_neither_records_nor_done_mark(
     assert stats.pending == 2  # the good pages' links only
 
 
-def test_retry_then_dead_letter_then_requeue(store: Store) -> None:
+def test_retry_then_dead_letter_then_requeue(store: Store, clock: ManualClock) -> None:
     store.enqueue(C, [NewUrl("http://a/1")])
     owner = store.register_worker()
     [lease] = store.lease(C, owner, 1, 60)
-    later = time.time() + 0.2
-    store.commit_pages(C, [PageOutcome(lease, "retry", 503, "HTTP 503", next_attempt_at=later)])
+    store.commit_pages(C, [PageOutcome(lease, "retry", 503, "HTTP 503", retry_in=20)])
     assert store.lease(C, owner, 1, 60) == []  # not due yet
-    assert store.due(C).open and store.due(C).next_at == pytest.approx(later)
-    time.sleep(0.25)
+    assert store.due(C).open and store.due(C).wait == pytest.approx(20)
+    clock.advance(19)
+    assert store.lease(C, owner, 1, 60) == [] and store.due(C).wait == pytest.approx(1)
+    clock.advance(1)
+    assert store.due(C).wait == 0
     [lease] = store.lease(C, owner, 1, 60)
     assert lease.attempts == 1
     store.commit_pages(C, [PageOutcome(lease, "failed", 503, "HTTP 503 (gave up)")])
@@ -185,7 +198,7 @@ def test_skipped_pages_are_done_without_a_request(store: Store) -> None:
     assert not store.due(C).open
 
 
-def test_robots_cache(open_stores: Callable[[], Store]) -> None:
+def test_robots_cache(open_stores: Callable[[], Store], clock: ManualClock) -> None:
     a, b = open_stores(), open_stores()
     wa, wb = a.register_worker(), b.register_worker()  # live workers (liveness locks held)
     assert a.get_robots(C, "http://a") is None
@@ -194,37 +207,39 @@ def test_robots_cache(open_stores: Callable[[], Store]) -> None:
     assert not b.claim_robots(C, "http://a", wb, 60)
     assert a.claim_robots(C, "http://a", wa, 60)  # the holder may renew its claim
     entry = b.get_robots(C, "http://a")
-    assert entry is not None and entry.body is None and entry.claimed_until is not None
-    read_at = time.time() - 5
-    assert a.put_robots(C, "http://a", "User-agent: *\nDisallow: /x", owner=wa, fetched_at=read_at)
+    assert entry is not None and entry.body is None and entry.claimed_for == pytest.approx(60)
+    assert a.put_robots(C, "http://a", "User-agent: *\nDisallow: /x", owner=wa, age=5)
+    clock.advance(10)
     entry = b.get_robots(C, "http://a")
     assert entry is not None and entry.body == "User-agent: *\nDisallow: /x"
-    assert entry.fetched_at == pytest.approx(read_at) and entry.claimed_until is None
+    assert entry.age == pytest.approx(15) and entry.claimed_for is None
     # unreachable: failures counted from the first one, the last copy kept
     assert b.claim_robots(C, "http://a", wb, 60)
-    assert b.robots_failed(C, "http://a", time.time() + 30, owner=wb)
+    assert b.robots_failed(C, "http://a", 30, owner=wb)
+    clock.advance(30)
     assert b.claim_robots(C, "http://a", wb, 60)
-    assert b.robots_failed(C, "http://a", time.time() + 60, owner=wb)
+    assert b.robots_failed(C, "http://a", 60, owner=wb)
+    clock.advance(5)
     entry = a.get_robots(C, "http://a")
-    assert entry is not None and entry.failures == 2 and entry.failing_since is not None
-    assert entry.body == "User-agent: *\nDisallow: /x" and entry.claimed_until is None
-    assert entry.retry_at is not None and entry.retry_at > time.time() + 50
+    assert entry is not None and entry.failures == 2 and entry.failing_for == pytest.approx(35)
+    assert entry.body == "User-agent: *\nDisallow: /x" and entry.claimed_for is None
+    assert entry.retry_in == pytest.approx(55)
     assert a.claim_robots(C, "http://a", wa, 60)
-    assert a.put_robots(C, "http://a", "", owner=wa, fetched_at=time.time())
+    assert a.put_robots(C, "http://a", "", owner=wa, age=0)
     entry = a.get_robots(C, "http://a")
-    assert entry is not None and (entry.body, entry.failures, entry.failing_since) == ("", 0, None)
+    assert entry is not None and (entry.body, entry.failures, entry.failing_for) == ("", 0, None)
 
 
 def test_robots_writes_are_fenced_by_the_claim(store: Store) -> None:
     assert store.claim_robots(C, "http://a", "paused", -1)  # lapsed while it was paused
     assert store.claim_robots(C, "http://a", "new", 60)
     # the paused worker comes back: its copy and its failure are both refused
-    assert not store.put_robots(C, "http://a", "old copy", owner="paused", fetched_at=0)
-    assert not store.robots_failed(C, "http://a", time.time() + 60, owner="paused")
+    assert not store.put_robots(C, "http://a", "old copy", owner="paused", age=0)
+    assert not store.robots_failed(C, "http://a", 60, owner="paused")
     store.release_robots(C, "http://a", "paused")  # not its claim: changes nothing
     entry = store.get_robots(C, "http://a")
     assert entry is not None and entry.body is None and entry.failures == 0
-    assert entry.claimed_until is not None
+    assert entry.claimed_for is not None
     store.release_robots(C, "http://a", "new")
     assert store.claim_robots(C, "http://a", "third", 60)
 
@@ -243,7 +258,7 @@ def test_higher_priority_is_leased_first_then_in_order_found(store: Store) -> No
 
 
 def test_commit_and_lease_refills_the_freed_slots_in_one_transaction(
-    backend: SQLiteBackend, store: Store
+    backend: Backend, store: Store
 ) -> None:
     store.enqueue(C, [NewUrl("http://a/1"), NewUrl("http://a/bad")])
     owner = store.register_worker()
@@ -281,8 +296,8 @@ STALE_PAGES = {
         x, "done", 200, records=[rec("k", "old")], links=[NewUrl("http://a/2", 1)]
     ),
     "skipped": lambda x: PageOutcome(x, "skipped", error="disallowed"),
-    "retry": lambda x: PageOutcome(x, "retry", 503, "HTTP 503", next_attempt_at=0),
-    "deferred": lambda x: PageOutcome(x, "deferred", error="robots", next_attempt_at=0),
+    "retry": lambda x: PageOutcome(x, "retry", 503, "HTTP 503", retry_in=0),
+    "deferred": lambda x: PageOutcome(x, "deferred", error="robots", retry_in=0),
     "failed": lambda x: PageOutcome(x, "failed", 500, "HTTP 500"),
 }
 
@@ -389,32 +404,26 @@ def test_record_text_that_utf8_cannot_carry_is_stored_escaped(store: Store) -> N
     assert stored.data == {"t": "a\\udc80"} and stored.key == "k\\udc80"
 
 
-def test_a_deferred_page_holds_back_its_origins_pending_urls(store: Store) -> None:
+def test_a_deferred_page_holds_back_its_origins_pending_urls(
+    store: Store, clock: ManualClock
+) -> None:
     urls = ["http://a:81/1", "http://a:81/2", "http://a:81/x/3", "http://a:8/4", "http://b/5"]
     store.enqueue(C, [NewUrl(u) for u in urls])
     owner = store.register_worker()
     [first] = store.lease(C, owner, 1, 60)
-    later = time.time() + 60
-    store.commit_pages(C, [PageOutcome(first, "deferred", error="robots", next_attempt_at=later)])
+    store.commit_pages(C, [PageOutcome(first, "deferred", error="robots", retry_in=30)])
     # the other pages of http://a:81 wait too; other origins (a:8 is one) do not
-    assert sorted(x.url for x in store.lease(C, owner, 10, 60)) == ["http://a:8/4", "http://b/5"]
-    assert store.due(C).next_at == pytest.approx(later)
+    later = store.lease(C, owner, 10, 60)
+    assert sorted(x.url for x in later) == ["http://a:8/4", "http://b/5"]
+    store.commit_pages(C, [PageOutcome(x, "done", 200) for x in later])
+    assert store.due(C).wait == pytest.approx(30)
+    clock.advance(30)
+    assert len(store.lease(C, owner, 10, 60)) == 3
 
 
-def test_a_dead_workers_robots_claim_is_taken_over_at_once(
-    backend: SQLiteBackend, store: Store
-) -> None:
-    script = (
-        "import time; from crashsafe.store import open_store\n"
-        f"s = open_store({backend.url!r}); o = s.register_worker()\n"
-        "print(s.claim_robots('c', 'http://a', o, 3600), flush=True); time.sleep(600)\n"
-    )
-    proc = subprocess.Popen([PYTHON, "-c", script], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "True"
+def test_a_dead_workers_robots_claim_is_taken_over_at_once(backend: Backend, store: Store) -> None:
+    with worker_process(backend.url, "out = s.claim_robots('c', 'http://a', o, 3600)") as got:
+        assert got == "True"
         assert not store.claim_robots(C, "http://a", store.register_worker(), 60)  # alive
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
     # its claim was for an hour; its liveness lock died with it
     assert store.claim_robots(C, "http://a", store.register_worker(), 60)

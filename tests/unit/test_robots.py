@@ -21,20 +21,25 @@ def memory_store() -> RobotsStore:
     async def claim(origin: str) -> bool:
         return True
 
-    async def save(origin: str, body: str, at: float) -> bool:
-        rows[origin] = RobotsEntry(body, at, None, 0, None, None)
+    async def save(origin: str, body: str, age: float) -> bool:
+        rows[origin] = RobotsEntry(body, age, None, 0, None, None)
         return True
 
-    async def failed(origin: str, retry_at: float) -> bool:
+    async def failed(origin: str, retry_in: float) -> bool:
         old = rows.get(origin)
         n = old.failures + 1 if old else 1
-        rows[origin] = RobotsEntry(None, None, 0.0, n, retry_at, None)
+        rows[origin] = RobotsEntry(None, None, 0.0, n, retry_in, None)
         return True
 
     async def release(origin: str) -> None:
         pass
 
-    return RobotsStore(load=load, claim=claim, save=save, failed=failed, release=release)
+    async def space(origin: str, delay: float) -> None:
+        pass
+
+    return RobotsStore(
+        load=load, claim=claim, save=save, failed=failed, release=release, space=space
+    )
 
 
 def test_a_cancelled_waiter_leaves_the_answer_to_the_others() -> None:

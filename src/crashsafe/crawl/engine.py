@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from crashsafe.collector import rarer_gc
 from crashsafe.crawl.politeness import HostSlots
@@ -28,7 +28,7 @@ from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Spider
 from crashsafe.errors import ConfigError, SpiderError, StoreError
 from crashsafe.interrupts import GracefulInterrupts
-from crashsafe.store import STALE, CrawlStats, Lease, NewUrl, PageOutcome, Store
+from crashsafe.store import STALE, CrawlStats, Lease, NewUrl, PageOutcome, Politeness, Store
 from crashsafe.store.process import store_runner
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 # and that process gets going while they load.
 
 T = TypeVar("T")
+P = ParamSpec("P")
 IDLE_POLL = 0.5  # seconds between looks at the frontier when nothing is due
 RECLAIM_EVERY = 2.0  # seconds between checks for dead workers while waiting
 MAX_FAILED_COMMITS = 3  # commits failing in a row before the crawl stops with the error
@@ -106,6 +107,8 @@ class Crawler:
         self._db = store_runner(store, store_process, server=store_server)
         self._inflight: dict[asyncio.Task[None], _InFlight] = {}  # leased, not committed
         self._max_leased = self.settings.concurrency + self.settings.lease_ahead
+        s = self.settings
+        self._politeness = Politeness(s.per_host_concurrency, s.per_host_delay)
         self._requests = asyncio.Semaphore(self.settings.concurrency)
         self._slot_freed = asyncio.Event()
         self._commit_queue: list[tuple[PageOutcome, asyncio.Future[str | None]]] = []
@@ -119,9 +122,9 @@ class Crawler:
         self._resolver = resolver
         self.owner = ""
 
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run one of the store's methods (bound, or a partial of one) off the loop."""
-        return await self._db.call(fn, *args)
+    async def _call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run one of the store's methods off the loop (a :class:`StoreCall`)."""
+        return await self._db.call(fn, *args, **kwargs)
 
     # -- stopping --------------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -163,14 +166,13 @@ class Crawler:
             self._reserved += extra
             try:
                 errors, leases = await self._call(
-                    functools.partial(
-                        self.store.commit_and_lease,
-                        self.crawl,
-                        [o for o, _ in batch],
-                        owner=self.owner,
-                        limit=limit,
-                        lease_seconds=s.lease_seconds,
-                    )
+                    self.store.commit_and_lease,
+                    self.crawl,
+                    [o for o, _ in batch],
+                    owner=self.owner,
+                    limit=limit,
+                    lease_seconds=s.lease_seconds,
+                    politeness=self._politeness,
                 )
             except Exception as exc:
                 for _, fut in batch:
@@ -261,7 +263,7 @@ class Crawler:
             await self._db.close()
 
     async def _run(self, started: float) -> CrawlResult:
-        self.owner = await self._call(self.store.register_worker)
+        self.owner = await self._call(self.store.register_worker, self.crawl)
         await self._call(self.store.reclaim_dead_workers, self.crawl)
         from crashsafe.crawl.addresses import AddressGuard, GuardedResolver
         from crashsafe.crawl.allow import LinkFilter, host_and_port
@@ -349,7 +351,12 @@ class Crawler:
                     self._reserved += free
                     try:
                         leases = await self._call(
-                            self.store.lease, self.crawl, self.owner, free, s.lease_seconds
+                            self.store.lease,
+                            self.crawl,
+                            self.owner,
+                            free,
+                            s.lease_seconds,
+                            politeness=self._politeness,
                         )
                     finally:
                         self._reserved -= free
@@ -362,7 +369,9 @@ class Crawler:
                             last_reclaim = time.monotonic()
                             if await self._call(self.store.reclaim_dead_workers, self.crawl):
                                 continue
-                        wait = IDLE_POLL if due.next_at is None else due.next_at - time.time()
+                        # Due now, yet nothing leased: other workers hold the origin's
+                        # slots (politeness), or its rows are locked by their claims.
+                        wait = IDLE_POLL if due.wait is None else due.wait or 0.05
                         await self._sleep(min(max(wait, 0.01), IDLE_POLL))
                         continue
                 # Pages are in flight or a lease request is on its way: wait for a slot (or

@@ -98,7 +98,7 @@ class PageProcessor:
                 lease, "failed", status, f"{error} (gave up after {attempt} attempts)"
             )
         delay = self.backoff(attempt, retry_after)
-        return PageOutcome(lease, "retry", status, error, next_attempt_at=time.time() + delay)
+        return PageOutcome(lease, "retry", status, error, retry_in=delay)
 
     async def _fetch(self, url: str, on_request: Callable[[], None]) -> Response:
         on_request()
@@ -137,8 +137,8 @@ class PageProcessor:
                 try:
                     verdict = await self.robots.check(url)
                 except RobotsUnavailable as exc:
-                    when = exc.retry_at + self.rng.uniform(0.0, 1.0)
-                    return PageOutcome(lease, "deferred", error=str(exc), next_attempt_at=when)
+                    later = exc.retry_at - self.robots.clock() + self.rng.uniform(0.0, 1.0)
+                    return PageOutcome(lease, "deferred", error=str(exc), retry_in=later)
             allowed, delay = verdict
             if not allowed:
                 return PageOutcome(lease, "skipped", error="disallowed by robots.txt")

@@ -18,15 +18,13 @@ import functools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from protego import Protego
 
 from crashsafe.crawl.fetch_errors import PermanentFetchError, TransientFetchError
 from crashsafe.crawl.politeness import origin_of
 from crashsafe.store import RobotsEntry, Store
-
-Call = Callable[..., Awaitable[Any]]
+from crashsafe.store.process import StoreCall
 
 ROBOTS_MAX_AGE = 24 * 3600.0  # RFC 9309 2.4: a cached copy for at most 24 hours
 ROBOTS_MAX_BYTES = 500 * 1024  # RFC 9309 2.5: parse at least 500 KiB
@@ -49,39 +47,37 @@ class RobotsStore:
 
     load: Callable[[str], Awaitable[RobotsEntry | None]]
     claim: Callable[[str], Awaitable[bool]]
-    save: Callable[[str, str, float], Awaitable[bool]]
-    failed: Callable[[str, float], Awaitable[bool]]
+    save: Callable[[str, str, float], Awaitable[bool]]  # origin, body, age of the copy
+    failed: Callable[[str, float], Awaitable[bool]]  # origin, seconds until the next try
     release: Callable[[str], Awaitable[None]]
+    space: Callable[[str, float], Awaitable[None]]  # origin, Crawl-delay for all workers
 
     @classmethod
     def of(
-        cls, call: Call, store: Store, crawl: str, owner: str, *, claim_seconds: float
+        cls, call: StoreCall, store: Store, crawl: str, owner: str, *, claim_seconds: float
     ) -> RobotsStore:
         """``store``'s robots.txt methods for ``crawl`` and ``owner``, each run through
         ``call`` (the crawl's way of running a store method off its event loop)."""
 
         async def load(origin: str) -> RobotsEntry | None:
-            entry: RobotsEntry | None = await call(store.get_robots, crawl, origin)
-            return entry
+            return await call(store.get_robots, crawl, origin)
 
         async def claim(origin: str) -> bool:
-            return bool(await call(store.claim_robots, crawl, origin, owner, claim_seconds))
+            return await call(store.claim_robots, crawl, origin, owner, claim_seconds)
 
-        async def save(origin: str, body: str, fetched_at: float) -> bool:
-            put = functools.partial(store.put_robots, owner=owner, fetched_at=fetched_at)
-            return bool(await call(put, crawl, origin, body))
+        async def save(origin: str, body: str, age: float) -> bool:
+            return await call(store.put_robots, crawl, origin, body, owner=owner, age=age)
 
-        async def failed(origin: str, retry_at: float) -> bool:
-            return bool(
-                await call(
-                    functools.partial(store.robots_failed, owner=owner), crawl, origin, retry_at
-                )
-            )
+        async def failed(origin: str, retry_in: float) -> bool:
+            return await call(store.robots_failed, crawl, origin, retry_in, owner=owner)
 
         async def release(origin: str) -> None:
             await call(store.release_robots, crawl, origin, owner)
 
-        return cls(load=load, claim=claim, save=save, failed=failed, release=release)
+        async def space(origin: str, delay: float) -> None:
+            await call(store.set_host_delay, crawl, origin, delay)
+
+        return cls(load=load, claim=claim, save=save, failed=failed, release=release, space=space)
 
 
 class Robots:
@@ -95,7 +91,7 @@ class Robots:
         backoff: seconds to wait after the n-th failure in a row.
         unreachable_grace: seconds of failures after which the rules fall back to the
             last copy read, or to none.
-        clock: wall-clock time (shared with other workers through the store).
+        clock: this worker's time (the store answers in durations, read against it).
     """
 
     def __init__(
@@ -112,17 +108,17 @@ class Robots:
         self.user_agent = user_agent
         self._backoff = backoff
         self._grace = unreachable_grace
-        self._clock = clock
+        self.clock = clock
         self._parsed: dict[str, tuple[Protego, float]] = {}  # rules, valid until
         self._unreachable: dict[str, tuple[float, str]] = {}  # retry at, reason
         self._pending: dict[str, asyncio.Task[Protego]] = {}
 
     async def _rules(self, origin: str) -> Protego:
         cached = self._parsed.get(origin)
-        if cached is not None and cached[1] > self._clock():
+        if cached is not None and cached[1] > self.clock():
             return cached[0]
         known = self._unreachable.get(origin)
-        if known is not None and known[0] > self._clock():
+        if known is not None and known[0] > self.clock():
             raise RobotsUnavailable(origin, *known)  # a new one: a reused one grows its traceback
         task = self._pending.get(origin)
         if task is None:
@@ -155,13 +151,12 @@ class Robots:
     async def _resolve(self, origin: str) -> Protego:
         while True:
             entry = await self._store.load(origin)
-            now = self._clock()
-            if entry is not None and entry.failing_since is None and entry.body is not None:
-                fetched = entry.fetched_at or 0.0
-                if fetched + ROBOTS_MAX_AGE > now:
-                    return self._use(origin, entry.body, fetched + ROBOTS_MAX_AGE)
-            failing = entry is not None and entry.failing_since is not None
-            if failing and entry is not None and (entry.retry_at or 0.0) > now:
+            now = self.clock()  # the store's times are durations: read them against it
+            if entry is not None and entry.failing_for is None and entry.body is not None:
+                age = entry.age or 0.0
+                if age < ROBOTS_MAX_AGE:
+                    return self._use(origin, entry.body, now - age + ROBOTS_MAX_AGE)
+            if entry is not None and entry.failing_for is not None and (entry.retry_in or 0) > 0:
                 return self._unreachable_rules(origin, entry, now)
             if await self._store.claim(origin):
                 return await self._fetch(origin, entry)
@@ -170,21 +165,25 @@ class Robots:
             await asyncio.sleep(CLAIM_POLL)
 
     def _unreachable_rules(self, origin: str, entry: RobotsEntry, now: float) -> Protego:
-        since = entry.failing_since if entry.failing_since is not None else now
+        since = now - (entry.failing_for or 0.0)
         return self._wait_or_fall_back(
-            origin, entry.body, since, entry.retry_at or now, f"failing for {now - since:.0f}s"
+            origin,
+            entry.body,
+            since,
+            now + (entry.retry_in or 0.0),
+            f"failing for {now - since:.0f}s",
         )
 
     def _wait_or_fall_back(
         self, origin: str, body: str | None, since: float, retry_at: float, reason: str
     ) -> Protego:
-        if self._clock() - since >= self._grace:
+        if self.clock() - since >= self._grace:
             return self._use(origin, body or "", retry_at)
         self._unreachable[origin] = (retry_at, reason)
         raise RobotsUnavailable(origin, retry_at, reason)
 
     async def _fetch(self, origin: str, entry: RobotsEntry | None) -> Protego:
-        started = self._clock()
+        started = self.clock()
         try:
             status, raw = await self._download(origin + "/robots.txt")
         except TransientFetchError as exc:
@@ -202,25 +201,31 @@ class Robots:
         if status == 429 or status >= 500:
             return await self._failed(origin, entry, f"HTTP {status}")
         body = raw.decode("utf-8", "replace") if 200 <= status < 300 else ""
-        await self._store.save(origin, body, started)  # (claim lost: another copy is newer)
+        age = self.clock() - started  # the copy is as old as its download's start
+        if await self._store.save(origin, body, age):  # (False: another copy is newer)
+            rules = self._use(origin, body, started + ROBOTS_MAX_AGE)
+            delay = rules.crawl_delay(self.user_agent)
+            if delay:  # every worker's claims space this origin's grants from now on
+                await self._store.space(origin, float(delay))
+            return rules
         return self._use(origin, body, started + ROBOTS_MAX_AGE)
 
     async def _failed(self, origin: str, entry: RobotsEntry | None, reason: str) -> Protego:
-        now = self._clock()
+        now = self.clock()
         failures = (entry.failures if entry is not None else 0) + 1
-        retry_at = now + self._backoff(failures)
-        await self._store.failed(origin, retry_at)
+        retry_in = self._backoff(failures)
+        await self._store.failed(origin, retry_in)
         since = now
-        if entry is not None and entry.failing_since is not None:
-            since = entry.failing_since
+        if entry is not None and entry.failing_for is not None:
+            since = now - entry.failing_for
         body = entry.body if entry is not None else None
-        return self._wait_or_fall_back(origin, body, since, retry_at, reason)
+        return self._wait_or_fall_back(origin, body, since, now + retry_in, reason)
 
     def check_loaded(self, url: str) -> tuple[bool, float | None] | None:
         """What :meth:`check` answers, without awaiting; None if the origin's rules are
         not loaded (or are out of date)."""
         cached = self._parsed.get(origin_of(url))
-        if cached is None or cached[1] <= self._clock():
+        if cached is None or cached[1] <= self.clock():
             return None
         return self._verdict(cached[0], url)
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -17,10 +18,12 @@ from crashsafe.store.base import (
     Lease,
     NewUrl,
     PageOutcome,
+    Politeness,
     RecordRow,
     RobotsEntry,
     Store,
     StoredRecord,
+    WorkerInfo,
 )
 
 __all__ = [
@@ -31,10 +34,12 @@ __all__ = [
     "Lease",
     "NewUrl",
     "PageOutcome",
+    "Politeness",
     "RecordRow",
     "RobotsEntry",
     "Store",
     "StoredRecord",
+    "WorkerInfo",
     "masked",
     "open_store",
 ]
@@ -54,7 +59,13 @@ def masked(url: str) -> str:
     return parts._replace(netloc=f"{user}:***@{host}").geturl()
 
 
-def open_store(url: str, *, create: bool = True, readonly: bool = False) -> Store:
+def open_store(
+    url: str,
+    *,
+    create: bool = True,
+    readonly: bool = False,
+    clock: Callable[[], float] | None = None,
+) -> Store:
     """Open the store at ``url``.
 
     ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` or a plain file path
@@ -62,11 +73,15 @@ def open_store(url: str, *, create: bool = True, readonly: bool = False) -> Stor
     durability on power loss (not on a process kill) for speed. With ``create=False`` a
     missing database is an error instead of a new empty one; ``readonly=True`` also never
     writes (no migration; on a read-only file system too), for commands that only read.
+    ``clock`` replaces the store's clock (seconds since the epoch): tests move time on
+    instead of sleeping.
     """
     from crashsafe.store.sqlite import SQLiteStore
 
     if "://" not in url and url.endswith((".db", ".sqlite", ".sqlite3")):
-        return SQLiteStore(Path(url), url=f"sqlite:///{url}", create=create, readonly=readonly)
+        return SQLiteStore(
+            Path(url), url=f"sqlite:///{url}", create=create, readonly=readonly, clock=clock
+        )
     parts = urlsplit(url)
     if parts.scheme == "sqlite":
         if not parts.path or parts.path == "/":
@@ -82,6 +97,7 @@ def open_store(url: str, *, create: bool = True, readonly: bool = False) -> Stor
             url=url,
             create=create,
             readonly=readonly,
+            clock=clock,
         )
     if parts.scheme in {"postgresql", "postgres"}:
         raise ConfigError(

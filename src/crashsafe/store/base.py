@@ -2,8 +2,16 @@
 
 A store is synchronous and used from one thread at a time; the crawl engine runs it in a
 child process or a dedicated thread (``store/process.py``) so the event loop never waits
-on the disk. Backends keep their SQL in
-``store/sql/<dialect>/`` and pass the same contract suite (``tests/contract``).
+on the database. What is the same for every backend (outcome rules, fencing, attempts,
+stats) lives in ``store/core.py``; a backend is its connection handling plus its named
+SQL in ``store/sql/<dialect>/``, and every backend passes one contract suite
+(``tests/contract``).
+
+Time: a store keeps times in its own clock (the database's for PostgreSQL, so workers on
+machines whose clocks disagree still agree on leases and backoffs). Across this boundary
+times that a worker computes travel as durations (``retry_in``, ``age``, ``wait``), never
+as instants of the worker's clock; instants a store returns (``first_seen``,
+``failed_at``, ``started_at``) are for people to read.
 """
 
 from __future__ import annotations
@@ -49,9 +57,12 @@ def canonical_json(data: Any) -> str:
 
 
 def storable(text: str) -> str:
-    """``text`` as UTF-8 can carry it: lone surrogates (from bytes decoded with
-    ``surrogateescape``, or made up by code) become the escape ``\\udc80``, so that one
+    """``text`` as every backend can carry it: lone surrogates (from bytes decoded with
+    ``surrogateescape``, or made up by code) become the escape ``\\udc80`` (UTF-8 cannot
+    carry them), NUL becomes ``\\x00`` (PostgreSQL text and JSONB cannot), so that one
     odd string can never break the transaction it is written in."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -111,9 +122,15 @@ class RecordRow:
         """Serialise and hash ``data``; raises ``ValueError``/``TypeError`` for what JSON
         cannot carry (NaN, infinities, objects)."""
         text = canonical_json(data)
+        # The common case costs one encode and two searches; odd text (lone surrogates,
+        # which UTF-8 cannot carry, or NUL, which PostgreSQL cannot) is stored escaped.
         try:
             encoded = text.encode()
+            keys = key + (url or "")
+            odd = "\\u0000" in text or "\x00" in keys or not (keys.isascii() or keys.encode())
         except UnicodeEncodeError:
+            odd = True
+        if odd:
             text = canonical_json(storable_data(data))
             encoded = text.encode()
             key, url = storable(key), None if url is None else storable(url)
@@ -127,11 +144,11 @@ class PageOutcome:
     """What became of one leased URL; committed in one transaction with its records.
 
     ``kind`` is ``done`` (records and links stored, URL done), ``retry`` (URL pending again
-    at ``next_attempt_at``), ``failed`` (dead letter with ``error``), ``skipped`` (done
-    without a fetch, e.g. robots.txt disallows it) or ``deferred`` (pending again at
-    ``next_attempt_at`` without a fetch and without counting an attempt: its robots.txt
-    is unreachable for now; the origin's other pending URLs are held back as long).
-    ``links_skipped`` counts the malformed or unsupported links the page held.
+    ``retry_in`` seconds after the commit), ``failed`` (dead letter with ``error``),
+    ``skipped`` (done without a fetch, e.g. robots.txt disallows it) or ``deferred``
+    (pending again after ``retry_in`` without a fetch and without counting an attempt: its
+    robots.txt is unreachable for now; the origin's other pending URLs are held back as
+    long). ``links_skipped`` counts the malformed or unsupported links the page held.
     """
 
     lease: Lease
@@ -140,7 +157,7 @@ class PageOutcome:
     error: str | None = None
     records: Sequence[RecordRow] = ()
     links: Sequence[NewUrl] = ()
-    next_attempt_at: float = 0.0
+    retry_in: float = 0.0
     links_skipped: int = 0
 
 
@@ -205,27 +222,62 @@ class CrawlStats:
 
 @dataclass(frozen=True, slots=True)
 class RobotsEntry:
-    """What the store knows of one origin's robots.txt.
+    """What the store knows of one origin's robots.txt, times in seconds from now
+    (``age``: seconds ago).
 
-    ``body`` is the last copy read (None: never read; ``""``: no rules); while the file is
-    unreachable ``failing_since`` says since when, ``retry_at`` when to try again.
-    ``claimed_until`` is set while another worker is fetching it.
+    ``body`` is the last copy read (None: never read; ``""``: no rules), ``age`` how long
+    ago its download started; while the file is unreachable ``failing_for`` says for how
+    long, ``retry_in`` when to try again (may be negative: due). ``claimed_for`` is how
+    long another worker's claim to fetch it still runs (None: not claimed).
     """
 
     body: str | None
-    fetched_at: float | None
-    failing_since: float | None
+    age: float | None
+    failing_for: float | None
     failures: int
-    retry_at: float | None
-    claimed_until: float | None
+    retry_in: float | None
+    claimed_for: float | None
 
 
 @dataclass(frozen=True, slots=True)
 class Due:
-    """Whether a crawl still has open work, and when some can next be leased."""
+    """Whether a crawl still has open work, and in how many seconds some can next be
+    leased (0: now; None: no open work)."""
 
     open: bool
-    next_at: float | None
+    wait: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Politeness:
+    """What a claim honours for all workers together: at most ``per_host`` leases per
+    origin (None: no limit but each worker's own), and ``delay`` seconds between two
+    grants for one origin (an origin's robots.txt Crawl-delay wins when larger)."""
+
+    per_host: int | None = None
+    delay: float = 0.0
+
+    @property
+    def active(self) -> bool:
+        return self.per_host is not None or self.delay > 0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A worker that registered with the store: alive while its liveness lock is held.
+
+    ``leases`` counts the URLs it holds now, ``pages`` the pages it committed (done,
+    retried or failed), both computed from rows.
+    """
+
+    owner: str
+    crawl: str
+    host: str
+    pid: int
+    started_at: float
+    alive: bool
+    leases: int
+    pages: int
 
 
 class Store(Protocol):
@@ -236,8 +288,9 @@ class Store(Protocol):
     def close(self) -> None: ...
 
     # -- workers -------------------------------------------------------------------------
-    def register_worker(self) -> str:
-        """Take a liveness lock that dies with this process; return the owner id."""
+    def register_worker(self, crawl: str = "") -> str:
+        """Take a liveness lock that dies with this process (or its database session);
+        return the owner id. ``crawl`` is only shown by :meth:`workers`."""
         ...
 
     def unregister_worker(self) -> None: ...
@@ -246,13 +299,27 @@ class Store(Protocol):
         """Put back to pending the leases of workers whose liveness lock is free."""
         ...
 
+    def workers(self, crawl: str | None = None) -> list[WorkerInfo]:
+        """Workers alive, or dead while still holding leases (of ``crawl``, or any)."""
+        ...
+
     # -- frontier ------------------------------------------------------------------------
     def enqueue(self, crawl: str, urls: Iterable[NewUrl]) -> int:
         """Add URLs; known ones are left as they are. Return how many were new."""
         ...
 
-    def lease(self, crawl: str, owner: str, limit: int, lease_seconds: float) -> list[Lease]:
-        """Grant up to ``limit`` due URLs to ``owner`` (expired leases count as due)."""
+    def lease(
+        self,
+        crawl: str,
+        owner: str,
+        limit: int,
+        lease_seconds: float,
+        *,
+        politeness: Politeness | None = None,
+    ) -> list[Lease]:
+        """Grant up to ``limit`` due URLs to ``owner``: pending ones whose backoff is
+        over, and leases that lapsed (their grant ends here and counts an attempt).
+        ``politeness`` limits the grants per origin for all workers together."""
         ...
 
     def renew(self, crawl: str, leases: Sequence[Lease], lease_seconds: float) -> list[Lease]:
@@ -284,6 +351,7 @@ class Store(Protocol):
         owner: str,
         limit: int,
         lease_seconds: float,
+        politeness: Politeness | None = None,
     ) -> tuple[list[str | None], list[Lease]]:
         """``commit_pages``, then ``lease`` up to ``limit`` URLs in the same transaction.
 
@@ -313,22 +381,25 @@ class Store(Protocol):
 
     def claim_robots(self, crawl: str, origin: str, owner: str, seconds: float) -> bool:
         """Take the right to fetch ``origin``'s robots.txt for ``seconds``; False while
-        another worker holds it."""
+        another live worker holds it."""
         ...
 
-    def put_robots(
-        self, crawl: str, origin: str, body: str, *, owner: str, fetched_at: float
-    ) -> bool:
-        """Store a copy read (``""``: no rules) by the holder of the claim, as of
-        ``fetched_at`` (when its download started); clears the failure state and the
-        claim. False, and nothing written, if ``owner`` no longer holds the claim."""
+    def put_robots(self, crawl: str, origin: str, body: str, *, owner: str, age: float) -> bool:
+        """Store a copy read (``""``: no rules) by the holder of the claim, whose download
+        started ``age`` seconds ago; clears the failure state and the claim. False, and
+        nothing written, if ``owner`` no longer holds the claim."""
         ...
 
-    def robots_failed(self, crawl: str, origin: str, retry_at: float, *, owner: str) -> bool:
-        """Note that robots.txt could not be read; try again at ``retry_at``. Fenced by
-        the claim like :meth:`put_robots`."""
+    def robots_failed(self, crawl: str, origin: str, retry_in: float, *, owner: str) -> bool:
+        """Note that robots.txt could not be read; try again in ``retry_in`` seconds.
+        Fenced by the claim like :meth:`put_robots`."""
         ...
 
     def release_robots(self, crawl: str, origin: str, owner: str) -> None:
         """Give a claim back without an answer (the fetch was cut short)."""
+        ...
+
+    def set_host_delay(self, crawl: str, origin: str, seconds: float) -> None:
+        """Space the grants of ``origin``'s URLs by ``seconds`` for every worker (its
+        robots.txt Crawl-delay) in claims that honour :class:`Politeness`."""
         ...

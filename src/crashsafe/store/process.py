@@ -33,30 +33,32 @@ import socket
 import struct
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from crashsafe.errors import StoreError
 from crashsafe.store.base import Store
 
 T = TypeVar("T")
+P = ParamSpec("P")
 _HEADER = struct.Struct("!I")
 
 
-def _split(
-    store: Store, fn: Callable[..., Any], args: tuple[Any, ...]
-) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
-    """``(method name, args, kwargs)`` of a call to one of ``store``'s methods, given as a
-    bound method or a ``functools.partial`` of one."""
-    kwargs: dict[str, Any] = {}
-    if isinstance(fn, functools.partial):
-        args = fn.args + args
-        kwargs = dict(fn.keywords)
-        fn = fn.func
+class StoreCall(Protocol):
+    """How crawl code runs a store method off its event loop: ``await call(store.lease,
+    crawl, owner, 16, 60.0)``; type-checked against the method's own signature."""
+
+    def __call__(
+        self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Awaitable[T]: ...
+
+
+def _method_name(store: Store, fn: Callable[..., Any]) -> str:
+    """The name of ``fn``, which must be one of ``store``'s bound methods."""
     if getattr(fn, "__self__", None) is not store:
         raise TypeError(f"{fn!r} is not a method of the store")
-    return fn.__name__, args, kwargs
+    return fn.__name__
 
 
 def how_it_ended(code: int) -> str:
@@ -91,8 +93,9 @@ class StoreThread:
     async def start(self) -> None:
         pass
 
-    async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+    async def call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        run = functools.partial(fn, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, run)
 
     async def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -195,10 +198,11 @@ class StoreProcess:
         self._answers.waiting.append(future)
         return future
 
-    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+    async def call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         if self._transport is None:
             raise StoreError(f"the store process for {self.store.url} is not running")
-        request = pickle.dumps(_split(self.store, fn, args), protocol=pickle.HIGHEST_PROTOCOL)
+        call = (_method_name(self.store, fn), args, kwargs)
+        request = pickle.dumps(call, protocol=pickle.HIGHEST_PROTOCOL)
         future = self._expect()
         self._transport.write(_HEADER.pack(len(request)) + request)
         result: T = await future

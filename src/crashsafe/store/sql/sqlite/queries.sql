@@ -1,58 +1,118 @@
--- Named queries for the SQLite store. Only store/sqlite.py runs SQL.
+-- Named queries for the SQLite store; store/sqlite.py runs them, store/core.py names
+-- them. Times are REAL seconds since the epoch, :now the store's clock. A list parameter
+-- is bound as a JSON array (json_each).
 
 -- name: enqueue_url
 INSERT OR IGNORE INTO frontier (crawl, url, depth, callback, priority, added_at)
-VALUES (?, ?, ?, ?, ?, ?);
+VALUES (:crawl, :url, :depth, :callback, :priority, :now);
 
--- name: expire_leases
--- A lapsed lease may have made its request: it counts an attempt (DESIGN rule 5).
+-- name: lease_due
+-- Lapsed leases first (the grant that lapsed may have fetched: it counts an attempt),
+-- then pending URLs by priority, then in the order they were found.
 UPDATE frontier
-SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
-    attempts = attempts + 1
-WHERE crawl = ? AND state = 'leased' AND lease_expires < ?;
-
--- name: lease_urls
-UPDATE frontier
-SET state = 'leased', lease_owner = :owner, lease_expires = :expires
+SET state = 'leased', lease_owner = :owner, lease_expires = :now + :lease_seconds,
+    attempts = attempts + (state = 'leased')
 WHERE id IN (
-    SELECT id FROM frontier
-    WHERE crawl = :crawl AND state = 'pending' AND next_attempt_at <= :now
-    ORDER BY priority DESC, id
+    SELECT id FROM (
+        SELECT id FROM frontier
+        WHERE crawl = :crawl AND state = 'leased' AND lease_expires < :now
+        LIMIT :limit
+    )
+    UNION ALL
+    SELECT id FROM (
+        SELECT id FROM frontier
+        WHERE crawl = :crawl AND state = 'pending' AND next_attempt_at <= :now
+        ORDER BY priority DESC, id
+        LIMIT :limit
+    )
     LIMIT :limit
 )
 RETURNING id, url, depth, attempts, callback, priority;
 
+-- name: lease_ids
+UPDATE frontier
+SET state = 'leased', lease_owner = :owner, lease_expires = :now + :lease_seconds,
+    attempts = attempts + (state = 'leased')
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND ((state = 'pending' AND next_attempt_at <= :now)
+       OR (state = 'leased' AND lease_expires < :now))
+RETURNING id, url, depth, attempts, callback, priority;
+
+-- name: add_grants
+INSERT INTO lease_grants (crawl, frontier_id, owner, granted_at)
+SELECT :crawl, value, :owner, :now FROM json_each(:ids)
+RETURNING frontier_id, id;
+
 -- name: set_grant
-UPDATE frontier SET grant_id = ? WHERE id = ?;
+UPDATE frontier SET grant_id = :grant WHERE id = :id;
+
+-- name: claim_candidates
+-- What a polite claim chooses from (store/hosts.py): due URLs in the order they are due.
+SELECT id, url FROM (
+    SELECT id, url FROM frontier
+    WHERE crawl = :crawl AND state = 'leased' AND lease_expires < :now
+    LIMIT :scan
+)
+UNION ALL
+SELECT id, url FROM (
+    SELECT id, url FROM frontier
+    WHERE crawl = :crawl AND state = 'pending' AND next_attempt_at <= :now
+    ORDER BY priority DESC, id
+    LIMIT :scan
+)
+LIMIT :scan;
+
+-- name: held_urls
+SELECT url FROM frontier WHERE crawl = :crawl AND state = 'leased' AND lease_expires >= :now;
+
+-- name: any_host_delay
+SELECT 1 FROM hosts WHERE crawl = :crawl AND delay > 0 LIMIT 1;
+
+-- name: add_host
+INSERT OR IGNORE INTO hosts (crawl, origin) VALUES (:crawl, :origin);
+
+-- name: lock_hosts
+-- (The claim's write transaction already holds the database's only write lock.)
+SELECT origin, delay, max(0.0, next_at - :now) FROM hosts
+WHERE crawl = :crawl AND origin IN (SELECT value FROM json_each(:origins));
+
+-- name: space_host
+UPDATE hosts SET next_at = :now + :delay WHERE crawl = :crawl AND origin = :origin;
+
+-- name: set_host_delay
+UPDATE hosts SET delay = :delay WHERE crawl = :crawl AND origin = :origin;
 
 -- name: renew_leases
 -- Fenced: only grants that are still current are extended.
-UPDATE frontier SET lease_expires = :expires
+UPDATE frontier SET lease_expires = :now + :lease_seconds
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND grant_id IN (SELECT value FROM json_each(:grants)) AND state = 'leased'
 RETURNING grant_id;
 
 -- name: current_grants
 SELECT id, grant_id FROM frontier
-WHERE id IN (SELECT value FROM json_each(?)) AND state = 'leased';
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'leased';
 
 -- name: release_url
 -- The flag says whether a request was made: then it counts an attempt.
 UPDATE frontier
 SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
-    attempts = attempts + ?
-WHERE id = ? AND grant_id = ? AND state = 'leased';
+    attempts = attempts + :fetched
+WHERE id = :id AND grant_id = :grant AND state = 'leased';
 
 -- name: release_grant
-UPDATE lease_grants SET outcome = ? WHERE id = ? AND outcome IS NULL;
+UPDATE lease_grants SET outcome = :outcome WHERE id = :grant AND outcome IS NULL;
 
 -- name: set_grant_outcome
-UPDATE lease_grants SET outcome = ? WHERE id = ?;
+UPDATE lease_grants SET outcome = :outcome WHERE id = :grant;
+
+-- name: mark_grant_stale
+UPDATE lease_grants SET outcome = 'stale' WHERE id = :grant AND outcome IS NULL;
 
 -- name: upsert_record
 INSERT INTO records (crawl, id, source, key, url, content_hash, data,
                      first_seen, last_changed, version)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+VALUES (:crawl, :id, :source, :key, :url, :hash, :data, :now, :now, 1)
 ON CONFLICT (crawl, id) DO UPDATE SET
     url = excluded.url,
     content_hash = excluded.content_hash,
@@ -64,108 +124,144 @@ WHERE records.content_hash <> excluded.content_hash;
 -- name: mark_done
 UPDATE frontier
 SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
-    attempts = attempts + 1, http_status = ?, last_error = ?, done_at = ?,
-    links_skipped = ?
-WHERE id = ? AND grant_id = ? AND state = 'leased';
+    attempts = attempts + 1, http_status = :status, last_error = :error, done_at = :now,
+    links_skipped = :links_skipped
+WHERE id = :id AND grant_id = :grant AND state = 'leased';
 
 -- name: mark_retry
 -- Also for a deferred page (robots.txt unreachable): then it adds no attempt.
 UPDATE frontier
 SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
-    attempts = attempts + ?, http_status = ?, last_error = ?, next_attempt_at = ?
-WHERE id = ? AND grant_id = ? AND state = 'leased';
+    attempts = attempts + :counted, http_status = :status, last_error = :error,
+    next_attempt_at = :now + :retry_in
+WHERE id = :id AND grant_id = :grant AND state = 'leased';
 
 -- name: hold_back_origin
 -- A page deferred for its robots.txt holds back its origin's other pending URLs too (a
 -- range of the (crawl, url) index: every URL of origin O sorts between "O/" and "O0").
-UPDATE frontier SET next_attempt_at = max(next_attempt_at, :at)
+UPDATE frontier SET next_attempt_at = max(next_attempt_at, :now + :retry_in)
 WHERE crawl = :crawl AND state = 'pending' AND url >= :low AND url < :high;
 
 -- name: mark_failed
 UPDATE frontier
 SET state = 'failed', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
-    attempts = attempts + 1, http_status = ?, last_error = ?, done_at = ?
-WHERE id = ? AND grant_id = ? AND state = 'leased';
+    attempts = attempts + 1, http_status = :status, last_error = :error, done_at = :now
+WHERE id = :id AND grant_id = :grant AND state = 'leased';
 
--- name: live_owners
+-- name: add_worker
+INSERT OR REPLACE INTO workers (owner, crawl, host, pid, started_at)
+VALUES (:owner, :crawl, :host, :pid, :now);
+
+-- name: idle_workers
+SELECT owner FROM workers w
+WHERE crawl = :crawl AND NOT EXISTS (
+    SELECT 1 FROM frontier f
+    WHERE f.crawl = w.crawl AND f.state = 'leased' AND f.lease_owner = w.owner
+);
+
+-- name: forget_worker
+DELETE FROM workers WHERE owner = :owner;
+
+-- name: list_workers
+SELECT owner, crawl, host, pid, started_at FROM workers
+WHERE :crawl IS NULL OR crawl = :crawl
+ORDER BY started_at, owner;
+
+-- name: leases_by_owner
+SELECT lease_owner, count(*) FROM frontier
+WHERE (:crawl IS NULL OR crawl = :crawl) AND state = 'leased'
+GROUP BY lease_owner;
+
+-- name: pages_by_owner
+SELECT owner, count(*) FROM lease_grants
+WHERE (:crawl IS NULL OR crawl = :crawl) AND outcome IN ('done', 'skipped', 'retry', 'failed')
+GROUP BY owner;
+
+-- name: lease_owners
 SELECT DISTINCT lease_owner FROM frontier
-WHERE crawl = ? AND state = 'leased' AND lease_owner IS NOT NULL;
+WHERE crawl = :crawl AND state = 'leased' AND lease_owner IS NOT NULL;
 
 -- name: release_owner
 UPDATE frontier
 SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = attempts + 1
-WHERE crawl = ? AND state = 'leased' AND lease_owner = ?;
+WHERE crawl = :crawl AND state = 'leased' AND lease_owner = :owner;
 
--- name: next_pending
-SELECT min(next_attempt_at) FROM frontier WHERE crawl = ? AND state = 'pending';
-
--- name: next_lease_expiry
-SELECT min(lease_expires) FROM frontier WHERE crawl = ? AND state = 'leased';
+-- name: due_in
+-- Seconds until a pending URL is due, until a lease lapses, until an origin held back
+-- by a politeness delay may be granted again (NULL: none).
+SELECT
+    (SELECT min(next_attempt_at) FROM frontier WHERE crawl = :crawl AND state = 'pending')
+        - :now,
+    (SELECT min(lease_expires) FROM frontier WHERE crawl = :crawl AND state = 'leased')
+        - :now,
+    (SELECT min(next_at) FROM hosts WHERE crawl = :crawl AND next_at > :now) - :now;
 
 -- name: count_states
-SELECT state, count(*) FROM frontier WHERE crawl = ? GROUP BY state;
+SELECT state, count(*) FROM frontier WHERE crawl = :crawl GROUP BY state;
 
 -- name: count_links_skipped
-SELECT coalesce(sum(links_skipped), 0) FROM frontier WHERE crawl = ?;
+SELECT coalesce(sum(links_skipped), 0) FROM frontier WHERE crawl = :crawl;
 
 -- name: count_records
-SELECT count(*) FROM records WHERE crawl = ?;
+SELECT count(*) FROM records WHERE crawl = :crawl;
 
 -- name: count_grants
-SELECT coalesce(outcome, ''), count(*) FROM lease_grants WHERE crawl = ? GROUP BY outcome;
+SELECT coalesce(outcome, ''), count(*) FROM lease_grants WHERE crawl = :crawl GROUP BY outcome;
 
 -- name: count_active_grants
-SELECT count(*) FROM frontier WHERE crawl = ? AND state = 'leased' AND grant_id IS NOT NULL;
+SELECT count(*) FROM frontier
+WHERE crawl = :crawl AND state = 'leased' AND grant_id IS NOT NULL;
 
 -- name: list_crawls
 SELECT DISTINCT crawl FROM frontier ORDER BY crawl;
 
 -- name: list_failed
 SELECT crawl, url, attempts, http_status, last_error, done_at FROM frontier
-WHERE state = 'failed' AND (? IS NULL OR crawl = ?)
+WHERE state = 'failed' AND (:crawl IS NULL OR crawl = :crawl)
 ORDER BY crawl, done_at, id;
 
 -- name: requeue_failed
 UPDATE frontier
 SET state = 'pending', attempts = 0, next_attempt_at = 0, done_at = NULL
-WHERE state = 'failed' AND (? IS NULL OR crawl = ?);
+WHERE state = 'failed' AND (:crawl IS NULL OR crawl = :crawl);
 
 -- name: iter_records
 SELECT crawl, id, source, key, url, version, first_seen, last_changed, data FROM records
-WHERE (? IS NULL OR crawl = ?) AND last_changed >= ?
+WHERE (:crawl IS NULL OR crawl = :crawl) AND last_changed >= :since
 ORDER BY crawl, first_seen, id;
 
 -- name: get_robots
-SELECT body, fetched_at, failing_since, failures, retry_at, claim_owner, claim_until
-FROM robots WHERE crawl = ? AND origin = ?;
+SELECT body, :now - fetched_at, :now - failing_since, failures, retry_at - :now,
+       CASE WHEN claim_owner IS NOT NULL THEN claim_until - :now END
+FROM robots WHERE crawl = :crawl AND origin = :origin;
 
 -- name: add_robots
-INSERT OR IGNORE INTO robots (crawl, origin) VALUES (?, ?);
+INSERT OR IGNORE INTO robots (crawl, origin) VALUES (:crawl, :origin);
 
 -- name: claim_robots
-UPDATE robots SET claim_owner = :owner, claim_until = :until
+UPDATE robots SET claim_owner = :owner, claim_until = :now + :seconds
 WHERE crawl = :crawl AND origin = :origin
   AND (claim_until IS NULL OR claim_until < :now OR claim_owner = :owner);
 
 -- name: robots_claim_owner
-SELECT claim_owner FROM robots WHERE crawl = ? AND origin = ?;
+SELECT claim_owner FROM robots WHERE crawl = :crawl AND origin = :origin;
 
 -- name: take_robots_claim
-UPDATE robots SET claim_owner = :owner, claim_until = :until
+UPDATE robots SET claim_owner = :owner, claim_until = :now + :seconds
 WHERE crawl = :crawl AND origin = :origin AND claim_owner = :dead;
 
 -- name: put_robots
 -- Fenced like a lease: only the holder of the claim writes what it read.
 UPDATE robots
-SET body = :body, fetched_at = :fetched_at, failing_since = NULL, failures = 0,
+SET body = :body, fetched_at = :now - :age, failing_since = NULL, failures = 0,
     retry_at = NULL, claim_owner = NULL, claim_until = NULL
 WHERE crawl = :crawl AND origin = :origin AND claim_owner = :owner;
 
 -- name: robots_failed
 UPDATE robots
 SET failing_since = coalesce(failing_since, :now), failures = failures + 1,
-    retry_at = :retry_at, claim_owner = NULL, claim_until = NULL
+    retry_at = :now + :retry_in, claim_owner = NULL, claim_until = NULL
 WHERE crawl = :crawl AND origin = :origin AND claim_owner = :owner;
 
 -- name: release_robots

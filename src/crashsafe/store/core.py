@@ -1,0 +1,555 @@
+"""What every SQL backend does the same way: the Store protocol over named queries.
+
+A backend (``sqlite.py``, ``postgres.py``) gives :class:`SQLStore` its transactions (a
+:class:`Tx` runs its named SQL from ``sql/<dialect>/queries.sql``), its clock and its
+liveness locks. The rules live here, once:
+
+- outcome rules: what a page's outcome writes (done or skipped: its records, its links
+  and the done mark; retry or deferred: pending again after its backoff, counting an
+  attempt or not; failed: the dead letter);
+- fencing (DESIGN rule 4): every state change is conditional on the lease's grant still
+  being the URL's current one. A group commit is tried whole first; if one page turns
+  out stale, or cannot be stored, the group is redone page by page under savepoints;
+- claims: lapsed leases are due work (their grant ends lost, which counts an attempt: it
+  may have fetched); politeness across workers when asked (``hosts.py``);
+- figures computed from counted rows (``stats.py``).
+
+Queries take named parameters. ``now`` is the caller's clock, or None for the
+database's own (``_now``); lists bind as the backend binds arrays.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, TypeVar
+
+from crashsafe.errors import StoreError
+from crashsafe.store.base import (
+    STALE,
+    CrawlStats,
+    Due,
+    FailedUrl,
+    Lease,
+    NewUrl,
+    PageOutcome,
+    Politeness,
+    RobotsEntry,
+    StoredRecord,
+    WorkerInfo,
+    storable,
+)
+from crashsafe.store.hosts import choose_politely, origin_of
+from crashsafe.store.liveness import new_owner_id
+from crashsafe.store.stats import crawl_stats
+
+T = TypeVar("T")
+Params = Mapping[str, Any]
+#: A claimed row: frontier id, url, depth, attempts, callback, priority, grant id.
+Claimed = tuple[int, str, int, int, str | None, int, int]
+
+
+class Tx(Protocol):
+    """One transaction of a backend, running its named queries."""
+
+    def rows(self, name: str, params: Params) -> list[tuple[Any, ...]]: ...
+
+    def run(self, name: str, params: Params) -> int:
+        """Run ``name``; return how many rows it changed."""
+        ...
+
+    def many(self, name: str, rows: Sequence[Params]) -> int:
+        """Run ``name`` once per parameter set; return how many rows they changed."""
+        ...
+
+    def savepoint(self) -> AbstractContextManager[None]:
+        """Undo what runs inside if it raises (and let the exception through)."""
+        ...
+
+
+class _StaleInGroup(Exception):
+    """A group commit met a lease that is no longer current: redo it page by page."""
+
+
+def _first(rows: list[tuple[Any, ...]]) -> Any:
+    return rows[0][0] if rows else None
+
+
+class SQLStore:
+    """The Store protocol for SQL backends; a subclass supplies what is marked so."""
+
+    url: str
+    _owner: str | None = None
+
+    # -- what a backend supplies -----------------------------------------------------------
+    def _write(self) -> AbstractContextManager[Tx]:
+        """A write transaction (SQLite: the database's write lock, taken at once)."""
+        raise NotImplementedError
+
+    def _read(self) -> AbstractContextManager[Tx]:
+        """A read-only transaction: one snapshot for every query in it."""
+        raise NotImplementedError
+
+    def _run(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` (which opens its own transactions), turning the driver's errors
+        into :class:`StoreError` with what to do; a backend may retry it on a new
+        connection when the old one was lost."""
+        raise NotImplementedError
+
+    def _now(self) -> float | None:
+        """The time to give queries: the injected clock's, or None (the database's)."""
+        raise NotImplementedError
+
+    def _claim_due(self, tx: Tx, p: Params) -> list[Claimed]:
+        """Grant up to ``limit`` due URLs (lapsed leases first, then pending ones by
+        priority and age) to ``owner``, one lease_grants row each."""
+        raise NotImplementedError
+
+    def _claim_ids(self, tx: Tx, p: Params, ids: list[int]) -> list[Claimed]:
+        """Grant the URLs ``ids`` that are still due, as :meth:`_claim_due` does."""
+        raise NotImplementedError
+
+    def _take_liveness(self, owner: str, tx: Tx) -> None:
+        """Hold ``owner``'s liveness lock until :meth:`_drop_liveness` or death."""
+        raise NotImplementedError
+
+    def _drop_liveness(self, owner: str) -> None:
+        raise NotImplementedError
+
+    def _alive(self, tx: Tx, owners: Sequence[str]) -> set[str]:
+        """Those of ``owners`` whose liveness lock is held."""
+        raise NotImplementedError
+
+    def _stream(self, name: str, params: Params) -> Iterator[tuple[Any, ...]]:
+        """The rows of a read query, fetched as they are consumed."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    # -- workers -------------------------------------------------------------------------
+    def register_worker(self, crawl: str = "") -> str:
+        if self._owner is not None:
+            return self._owner
+        owner = new_owner_id()
+        host = socket.gethostname().split(".")[0] or "host"
+
+        def go() -> None:
+            with self._write() as tx:
+                self._forget_dead_workers(tx, crawl)
+                tx.run(
+                    "add_worker",
+                    {"owner": owner, "crawl": crawl, "host": host, "pid": os.getpid(),
+                     "now": self._now()},
+                )  # fmt: skip
+                self._take_liveness(owner, tx)
+
+        self._run(go)
+        self._owner = owner
+        return owner
+
+    def _forget_dead_workers(self, tx: Tx, crawl: str) -> None:
+        """Drop the rows of this crawl's dead workers that hold no lease (their pages
+        stay counted in the lease history)."""
+        idle = [r[0] for r in tx.rows("idle_workers", {"crawl": crawl})]
+        if idle:
+            alive = self._alive(tx, idle)
+            tx.many("forget_worker", [{"owner": o} for o in idle if o not in alive])
+
+    def unregister_worker(self) -> None:
+        if self._owner is not None:
+            owner, self._owner = self._owner, None
+            self._drop_liveness(owner)
+
+    def reclaim_dead_workers(self, crawl: str) -> int:
+        def go() -> int:
+            with self._read() as tx:
+                owners = [r[0] for r in tx.rows("lease_owners", {"crawl": crawl})]
+                alive = self._alive(tx, owners) if owners else set()
+            dead = [o for o in owners if o not in alive]
+            if not dead:
+                return 0
+            with self._write() as tx:
+                rows = [{"crawl": crawl, "owner": o} for o in dead]
+                return tx.many("release_owner", rows)
+
+        return self._run(go)
+
+    def workers(self, crawl: str | None = None) -> list[WorkerInfo]:
+        def go() -> list[WorkerInfo]:
+            with self._read() as tx:
+                p = {"crawl": crawl, "now": self._now()}
+                rows = tx.rows("list_workers", p)
+                held = dict(tx.rows("leases_by_owner", p))
+                pages = dict(tx.rows("pages_by_owner", p))
+                alive = self._alive(tx, [r[0] for r in rows]) if rows else set()
+            found = [
+                WorkerInfo(o, c, h, pid, started, o in alive, held.get(o, 0), pages.get(o, 0))
+                for o, c, h, pid, started in rows
+            ]
+            return [w for w in found if w.alive or w.leases]
+
+        return self._run(go)
+
+    # -- frontier ------------------------------------------------------------------------
+    def enqueue(self, crawl: str, urls: Iterable[NewUrl]) -> int:
+        now = self._now()
+        rows = [self._link(crawl, u, now) for u in urls]
+        if not rows:
+            return 0
+
+        def go() -> int:
+            with self._write() as tx:
+                return tx.many("enqueue_url", rows)
+
+        return self._run(go)
+
+    @staticmethod
+    def _link(crawl: str, u: NewUrl, now: float | None) -> dict[str, Any]:
+        return {"crawl": crawl, "url": u.url, "depth": u.depth, "callback": u.callback,
+                "priority": u.priority, "now": now}  # fmt: skip
+
+    def lease(
+        self,
+        crawl: str,
+        owner: str,
+        limit: int,
+        lease_seconds: float,
+        *,
+        politeness: Politeness | None = None,
+    ) -> list[Lease]:
+        if limit <= 0:
+            return []
+
+        def go() -> list[Lease]:
+            with self._write() as tx:
+                return self._lease_in(tx, crawl, owner, limit, lease_seconds, politeness)
+
+        return self._run(go)
+
+    def _lease_in(
+        self,
+        tx: Tx,
+        crawl: str,
+        owner: str,
+        limit: int,
+        lease_seconds: float,
+        politeness: Politeness | None,
+    ) -> list[Lease]:
+        """Lease inside the caller's write transaction, recording one grant per URL."""
+        if limit <= 0:  # and never pass it to SQL: LIMIT -1 means no limit at all in SQLite
+            return []
+        p = {"crawl": crawl, "owner": owner, "limit": limit, "lease_seconds": lease_seconds,
+             "now": self._now()}  # fmt: skip
+        if politeness is not None and (politeness.active or tx.rows("any_host_delay", p)):
+            rows = self._claim_politely(tx, p, politeness)
+        else:
+            rows = self._claim_due(tx, p)
+        rows.sort(key=lambda r: (-r[5], r[0]))  # RETURNING does not keep the order
+        return [Lease(fid, url, depth, n, cb, grant) for fid, url, depth, n, cb, _, grant in rows]
+
+    def _claim_politely(self, tx: Tx, p: Params, politeness: Politeness) -> list[Claimed]:
+        """A claim that keeps every origin within ``politeness`` for all workers: the
+        origins' rows are locked (in order) while their leases are counted, so two
+        claims never both take an origin's last slot."""
+        candidates = tx.rows("claim_candidates", {**p, "scan": 8 * int(p["limit"]) + 16})
+        if not candidates:
+            return []
+        origins = sorted({origin_of(url) for _, url in candidates})
+        q = {"crawl": p["crawl"], "now": p["now"], "origins": origins}
+        tx.many("add_host", [{"crawl": p["crawl"], "origin": o} for o in origins])
+        hosts = {o: (delay, wait) for o, delay, wait in tx.rows("lock_hosts", q)}
+        held = [url for (url,) in tx.rows("held_urls", q)]
+        chosen, spaced = choose_politely(candidates, held, hosts, politeness, int(p["limit"]))
+        if spaced:
+            rows = [{"crawl": p["crawl"], "origin": o, "delay": d, "now": p["now"]}
+                    for o, d in spaced.items()]  # fmt: skip
+            tx.many("space_host", rows)
+        return self._claim_ids(tx, p, chosen) if chosen else []
+
+    def renew(self, crawl: str, leases: Sequence[Lease], lease_seconds: float) -> list[Lease]:
+        if not leases:
+            return []
+        p = {"ids": [x.frontier_id for x in leases], "grants": [x.grant_id for x in leases],
+             "lease_seconds": lease_seconds}  # fmt: skip
+
+        def go() -> set[int]:
+            with self._write() as tx:
+                return {r[0] for r in tx.rows("renew_leases", {**p, "now": self._now()})}
+
+        held = self._run(go)
+        return [x for x in leases if x.grant_id not in held]
+
+    def release(self, crawl: str, leases: Iterable[tuple[Lease, bool]]) -> None:
+        items = list(leases)
+        if not items:
+            return
+        urls = [{"fetched": int(f), "id": x.frontier_id, "grant": x.grant_id} for x, f in items]
+        grants = [{"outcome": "abandoned" if f else "released", "grant": x.grant_id}
+                  for x, f in items]  # fmt: skip
+
+        def go() -> None:
+            with self._write() as tx:
+                tx.many("release_url", urls)
+                tx.many("release_grant", grants)
+
+        self._run(go)
+
+    def _apply(
+        self, tx: Tx, crawl: str, pages: Sequence[PageOutcome], *, checked: bool
+    ) -> list[bool]:
+        """Write ``pages`` in the caller's transaction; return per page whether it was
+        refused as stale (its lease is no longer the current grant: nothing written).
+
+        ``checked`` looks the current grants up first. Without it every page is taken to
+        be current, and :class:`_StaleInGroup` is raised (the caller rolls back) as soon
+        as one fenced state update matches no row: one query less for the common case.
+        """
+        if not pages:
+            return []
+        now = self._now()
+        current: dict[int, int] = {}
+        if checked:
+            ids = [p.lease.frontier_id for p in pages]
+            current = dict(tx.rows("current_grants", {"ids": ids}))
+        records: list[dict[str, Any]] = []
+        links: list[dict[str, Any]] = []
+        done: list[dict[str, Any]] = []
+        retry: list[dict[str, Any]] = []
+        failed: list[dict[str, Any]] = []
+        grants: list[dict[str, Any]] = []
+        held: list[dict[str, Any]] = []
+        stale: list[bool] = []
+        for p in pages:
+            fid, grant = p.lease.frontier_id, p.lease.grant_id
+            if checked and current.pop(fid, None) != grant:  # (pop: the same lease twice)
+                stale.append(True)
+                continue
+            stale.append(False)
+            grants.append({"outcome": p.kind, "grant": grant})
+            error = None if p.error is None else storable(p.error)
+            row = {"status": p.http_status, "error": error, "now": now, "id": fid,
+                   "grant": grant}  # fmt: skip
+            if p.kind == "done" or p.kind == "skipped":
+                done.append({**row, "links_skipped": p.links_skipped})
+                records += [
+                    {"crawl": crawl, "id": r.id, "source": r.source, "key": r.key, "url": r.url,
+                     "hash": r.content_hash, "data": r.data_json, "now": now}
+                    for r in p.records
+                ]  # fmt: skip
+                links += [self._link(crawl, u, now) for u in p.links]
+            elif p.kind == "retry" or p.kind == "deferred":
+                counted = int(p.kind == "retry")
+                retry.append({**row, "counted": counted, "retry_in": p.retry_in})
+                if p.kind == "deferred":
+                    held.append(self._origin_range(crawl, p.lease.url, p.retry_in, now))
+            else:
+                failed.append(row)
+        # The fenced state updates first: nothing else of a stale page may be written.
+        marked = 0
+        for name, rows in (("mark_done", done), ("mark_retry", retry), ("mark_failed", failed)):
+            if rows:
+                marked += tx.many(name, rows)
+        if marked != len(done) + len(retry) + len(failed):
+            if checked:  # cannot happen: the grants were read in this transaction
+                raise StoreError("a fenced update missed a row that was current")
+            raise _StaleInGroup
+        if records:
+            tx.many("upsert_record", records)
+        if links:
+            tx.many("enqueue_url", links)
+        tx.many("set_grant_outcome", grants)
+        if held:
+            tx.many("hold_back_origin", held)
+        refused = [p.lease.grant_id for p, was in zip(pages, stale, strict=True) if was]
+        if refused:
+            # Only a grant that has no outcome yet: a commit retried after its answer was
+            # lost (a dropped connection) finds its own done page, which stays done.
+            tx.many("mark_grant_stale", [{"grant": g} for g in refused])
+        return stale
+
+    @staticmethod
+    def _origin_range(crawl: str, url: str, retry_in: float, now: float | None) -> dict[str, Any]:
+        """``hold_back_origin``'s parameters for the origin of canonical ``url``: every
+        URL of origin O sorts between "O/" and "O0"."""
+        origin = origin_of(url)
+        return {"crawl": crawl, "origin": origin, "low": origin + "/", "high": origin + "0",
+                "retry_in": retry_in, "now": now}  # fmt: skip
+
+    def commit_pages(self, crawl: str, outcomes: Sequence[PageOutcome]) -> list[str | None]:
+        errors, _ = self.commit_and_lease(crawl, outcomes, owner="", limit=0, lease_seconds=0)
+        return errors
+
+    def commit_and_lease(
+        self,
+        crawl: str,
+        outcomes: Sequence[PageOutcome],
+        *,
+        owner: str,
+        limit: int,
+        lease_seconds: float,
+        politeness: Politeness | None = None,
+    ) -> tuple[list[str | None], list[Lease]]:
+        if not outcomes and limit <= 0:
+            return [], []
+
+        def lease(tx: Tx, n: int) -> list[Lease]:
+            return self._lease_in(tx, crawl, owner, n, lease_seconds, politeness)
+
+        def go() -> tuple[list[str | None], list[Lease]]:
+            # Fast path: the whole group in one go, every lease taken to be current. If
+            # one is not (stale), or anything fails (the database, or a value it cannot
+            # take), redo page by page under savepoints, grants checked first, so one bad
+            # page cannot take its neighbours down.
+            try:
+                with self._write() as tx:
+                    self._apply(tx, crawl, outcomes, checked=False)
+                    return [None] * len(outcomes), lease(tx, limit)
+            except Exception as exc:
+                if not outcomes or not self._page_fault(exc):
+                    raise
+            errors: list[str | None] = []
+            with self._write() as tx:
+                for page in outcomes:
+                    try:
+                        with tx.savepoint():
+                            [was_stale] = self._apply(tx, crawl, [page], checked=True)
+                    except Exception as exc:
+                        if not self._page_fault(exc):
+                            raise
+                        reason = f"{type(exc).__name__}: {exc}"
+                        errors.append(storable(f"{page.lease.url}: cannot be stored: {reason}"))
+                    else:
+                        errors.append(STALE if was_stale else None)
+                # A page that failed to commit keeps its slot until its failure is stored.
+                kept = sum(1 for error in errors if error is not None and error != STALE)
+                return errors, lease(tx, limit - kept)
+
+        return self._run(go)
+
+    def _page_fault(self, exc: Exception) -> bool:
+        """Whether ``exc`` may be one page's fault (a value the database refuses), so the
+        group is worth redoing page by page; a lost connection is not."""
+        return True
+
+    def due(self, crawl: str) -> Due:
+        def go() -> Due:
+            with self._read() as tx:
+                waits = tx.rows("due_in", {"crawl": crawl, "now": self._now()})
+            pending, leased, host = waits[0]
+            if pending is None and leased is None:
+                return Due(open=False, wait=None)
+            times = [t for t in (pending, leased) if t is not None]
+            wait = max(0.0, min(times))
+            if wait == 0 and host is not None:
+                wait = host  # due, unless its origin is waiting for a politeness delay
+            return Due(open=True, wait=wait)
+
+        return self._run(go)
+
+    # -- reading -------------------------------------------------------------------------
+    def crawls(self) -> list[str]:
+        def go() -> list[str]:
+            with self._read() as tx:
+                return [r[0] for r in tx.rows("list_crawls", {})]
+
+        return self._run(go)
+
+    def stats(self, crawl: str) -> CrawlStats:
+        def go() -> CrawlStats:
+            p = {"crawl": crawl}
+            with self._read() as tx:  # one snapshot for every count: workers commit meanwhile
+                return crawl_stats(
+                    crawl,
+                    states=dict(tx.rows("count_states", p)),
+                    records=_first(tx.rows("count_records", p)),
+                    outcomes=dict(tx.rows("count_grants", p)),
+                    active=_first(tx.rows("count_active_grants", p)),
+                    links_skipped=_first(tx.rows("count_links_skipped", p)),
+                )
+
+        return self._run(go)
+
+    def failed(self, crawl: str | None = None) -> list[FailedUrl]:
+        def go() -> list[FailedUrl]:
+            with self._read() as tx:
+                return [FailedUrl(*row) for row in tx.rows("list_failed", {"crawl": crawl})]
+
+        return self._run(go)
+
+    def retry_failed(self, crawl: str | None = None) -> int:
+        def go() -> int:
+            with self._write() as tx:
+                return tx.run("requeue_failed", {"crawl": crawl})
+
+        return self._run(go)
+
+    def iter_records(
+        self, crawl: str | None = None, *, since: float = 0.0
+    ) -> Iterator[StoredRecord]:
+        rows = self._stream("iter_records", {"crawl": crawl, "since": since})
+        for crawl_, id_, source, key, url, version, first_seen, last_changed, data in rows:
+            yield StoredRecord(
+                crawl_, id_, source, key, url, version, first_seen, last_changed, json.loads(data)
+            )
+
+    # -- robots.txt cache ----------------------------------------------------------------
+    def get_robots(self, crawl: str, origin: str) -> RobotsEntry | None:
+        def go() -> RobotsEntry | None:
+            with self._read() as tx:
+                p = {"crawl": crawl, "origin": origin, "now": self._now()}
+                row = tx.rows("get_robots", p)
+            if not row:
+                return None
+            body, age, failing_for, failures, retry_in, claimed_for = row[0]
+            return RobotsEntry(body, age, failing_for, failures, retry_in, claimed_for)
+
+        return self._run(go)
+
+    def claim_robots(self, crawl: str, origin: str, owner: str, seconds: float) -> bool:
+        def go() -> bool:
+            with self._write() as tx:
+                p = {"crawl": crawl, "origin": origin, "owner": owner, "seconds": seconds,
+                     "now": self._now()}  # fmt: skip
+                tx.run("add_robots", p)
+                if tx.run("claim_robots", p) == 1:
+                    return True
+                # Held: by a live worker, or by one that died fetching (its liveness lock
+                # is free), whose claim is taken over at once instead of when it lapses.
+                holder = _first(tx.rows("robots_claim_owner", p))
+                if holder is None or self._alive(tx, [holder]):
+                    return False
+                return tx.run("take_robots_claim", {**p, "dead": holder}) == 1
+
+        return self._run(go)
+
+    def put_robots(self, crawl: str, origin: str, body: str, *, owner: str, age: float) -> bool:
+        p = {"body": storable(body), "age": age, "crawl": crawl, "origin": origin,
+             "owner": owner}  # fmt: skip
+        return self._fenced_robots("put_robots", p)
+
+    def robots_failed(self, crawl: str, origin: str, retry_in: float, *, owner: str) -> bool:
+        p = {"retry_in": retry_in, "crawl": crawl, "origin": origin, "owner": owner}
+        return self._fenced_robots("robots_failed", p)
+
+    def release_robots(self, crawl: str, origin: str, owner: str) -> None:
+        self._fenced_robots("release_robots", {"crawl": crawl, "origin": origin, "owner": owner})
+
+    def _fenced_robots(self, name: str, p: dict[str, Any]) -> bool:
+        def go() -> bool:
+            with self._write() as tx:
+                return tx.run(name, {**p, "now": self._now()}) == 1
+
+        return self._run(go)
+
+    def set_host_delay(self, crawl: str, origin: str, seconds: float) -> None:
+        def go() -> None:
+            with self._write() as tx:
+                p = {"crawl": crawl, "origin": origin, "delay": seconds}
+                tx.run("add_host", p)
+                tx.run("set_host_delay", p)
+
+        self._run(go)
