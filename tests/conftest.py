@@ -10,6 +10,7 @@ import pytest
 
 from crashsafe.demo.shop import ShopOptions, ShopThread
 from crashsafe.store import Store, open_store
+from tests import pg
 
 
 @pytest.fixture
@@ -31,6 +32,18 @@ def shop() -> Iterator[Callable[..., ShopThread]]:
     yield start
     for site in started:
         site.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """A PostgreSQL database of this test session's own (tests/pg.py)."""
+    yield from pg.session_database()
+
+
+@pytest.fixture
+def pg_url(pg_database: str) -> str:
+    """A store URL on PostgreSQL with a schema of this test's own."""
+    return pg.fresh_schema_url(pg_database)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from typing import Protocol
 import pytest
 
 from crashsafe.store import Store, open_store
+from tests import pg
 from tests.clock import ManualClock
 
 
@@ -40,10 +41,31 @@ class SQLiteBackend:
             )
 
 
-@pytest.fixture(params=["sqlite"])
+class PostgresBackend:
+    name = "postgres"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def fail_done_mark(self, url: str) -> None:
+        with pg.connect(self.url) as db:
+            db.execute(
+                "CREATE FUNCTION inject_failure() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN RAISE EXCEPTION 'injected failure'; END $$"
+            )
+            db.execute(
+                "CREATE TRIGGER inject_failure BEFORE UPDATE OF state ON frontier "
+                f"FOR EACH ROW WHEN (NEW.state = 'done' AND NEW.url = '{url}') "
+                "EXECUTE FUNCTION inject_failure()"
+            )
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if request.param == "sqlite":
         return SQLiteBackend(tmp_path)
+    if request.param == "postgres":
+        return PostgresBackend(request.getfixturevalue("pg_url"))
     raise AssertionError(request.param)  # pragma: no cover
 
 

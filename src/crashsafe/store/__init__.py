@@ -70,7 +70,10 @@ def open_store(
 
     ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` or a plain file path
     ending in ``.db``/``.sqlite``. SQLite accepts ``?synchronous=normal`` to trade
-    durability on power loss (not on a process kill) for speed. With ``create=False`` a
+    durability on power loss (not on a process kill) for speed.
+    ``postgresql://user[:password]@host[:port]/db`` (or ``postgres://``) for many
+    workers on many machines; ``?schema=name`` keeps crashsafe's tables in a schema of
+    their own (created if missing); other parameters go to libpq. With ``create=False`` a
     missing database is an error instead of a new empty one; ``readonly=True`` also never
     writes (no migration; on a read-only file system too), for commands that only read.
     ``clock`` replaces the store's clock (seconds since the epoch): tests move time on
@@ -100,7 +103,10 @@ def open_store(
             clock=clock,
         )
     if parts.scheme in {"postgresql", "postgres"}:
-        raise ConfigError(
-            "the PostgreSQL store is not built yet in this version; use sqlite:///path.db"
-        )
-    raise ConfigError(f"unknown database URL {masked(url)!r}: use sqlite:///path.db")
+        from crashsafe.store.postgres import PostgresStore
+
+        return PostgresStore(url, create=create, readonly=readonly, clock=clock)
+    raise ConfigError(
+        f"unknown database URL {masked(url)!r}: use sqlite:///path.db or "
+        "postgresql://user@host:port/db"
+    )

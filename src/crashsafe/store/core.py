@@ -21,6 +21,7 @@ database's own (``_now``); lists bind as the backend binds arrays.
 from __future__ import annotations
 
 import json
+import operator
 import os
 import socket
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -76,6 +77,10 @@ class _StaleInGroup(Exception):
 
 def _first(rows: list[tuple[Any, ...]]) -> Any:
     return rows[0][0] if rows else None
+
+
+_by_id = operator.itemgetter("id")
+_by_url = operator.itemgetter("url")
 
 
 class SQLStore:
@@ -357,9 +362,16 @@ class SQLStore:
             if checked:  # cannot happen: the grants were read in this transaction
                 raise StoreError("a fenced update missed a row that was current")
             raise _StaleInGroup
+        # Rows other workers may write too (a record on two pages, a link found twice)
+        # go in one order everywhere, so two group commits never wait on each other in
+        # a circle (PostgreSQL would abort one as a deadlock).
         if records:
+            # One row per record: a record two pages of the group yield is written as
+            # the later page has it (one statement cannot write a row twice).
+            records = sorted({r["id"]: r for r in records}.values(), key=_by_id)
             tx.many("upsert_record", records)
         if links:
+            links.sort(key=_by_url)
             tx.many("enqueue_url", links)
         tx.many("set_grant_outcome", grants)
         if held:
@@ -549,7 +561,7 @@ class SQLStore:
         def go() -> None:
             with self._write() as tx:
                 p = {"crawl": crawl, "origin": origin, "delay": seconds}
-                tx.run("add_host", p)
+                tx.many("add_host", [{"crawl": crawl, "origin": origin}])
                 tx.run("set_host_delay", p)
 
         self._run(go)

@@ -1,0 +1,338 @@
+"""PostgreSQL backend: many workers on many machines, one frontier.
+
+``postgresql://user[:password]@host[:port]/db[?schema=name&...]`` (also ``postgres://``;
+other parameters go to libpq as they are). The rules are ``core.py``'s; this module is the
+connection (psycopg 3): opening, migrating, transactions, errors, reconnecting.
+
+- Time is the database's (``now()``), so workers whose clocks disagree still agree on
+  leases and backoffs; an injected clock (tests) replaces it.
+- Claims skip the rows other workers are claiming (``FOR UPDATE SKIP LOCKED``).
+- Liveness: each worker holds a session advisory lock (the schema's key, its worker id)
+  for the life of its connection; a worker that finds a peer's lock free takes that
+  peer's leases back at once. Lease expiry stays the backstop (a network partition).
+- Migrations run under an advisory lock, so many workers may start at once.
+- A lost connection (a restarted server, ``pg_terminate_backend``) is reopened with
+  backoff and the call run again whole: every write is fenced or idempotent, so a
+  commit whose answer was lost, run again, changes nothing (its pages come back stale).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from crashsafe.errors import ConfigError, SchemaError, StoreError
+from crashsafe.store import masked
+from crashsafe.store.core import Claimed, Params, SQLStore, Tx
+from crashsafe.store.queries import load_migrations, load_queries
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+except ImportError:  # pragma: no cover - the optional extra
+    psycopg = None  # type: ignore[assignment]
+
+T = TypeVar("T")
+Q = load_queries("postgres")
+MIGRATIONS = load_migrations("postgres")
+SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+RECONNECT_FOR = 300.0  # seconds a lost server is waited for before a call fails
+RETRIES = 5  # runs of a call that a deadlock or serialisation failure rolled back
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """libpq's connection URI and the schema named by ``?schema=`` (default public)."""
+    parts = urlsplit(url)
+    options = parse_qsl(parts.query, keep_blank_values=True)
+    schema = "public"
+    rest = []
+    for name, value in options:
+        if name == "schema":
+            schema = value
+        else:
+            rest.append((name, value))
+    if not SCHEMA_NAME.fullmatch(schema):
+        raise ConfigError(
+            f"{masked(url)}: schema {schema!r} is not a plain lower-case name (letters, digits, _)"
+        )
+    scheme = "postgresql" if parts.scheme == "postgres" else parts.scheme
+    return parts._replace(scheme=scheme, query=urlencode(rest)).geturl(), schema
+
+
+class _Tx:
+    """A transaction on the store's connection, running its named queries."""
+
+    __slots__ = ("conn", "cur")
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self.cur = conn.cursor()
+
+    def rows(self, name: str, params: Params) -> list[tuple[Any, ...]]:
+        self.cur.execute(Q[name], params)
+        return self.cur.fetchall() if self.cur.description else []
+
+    def run(self, name: str, params: Params) -> int:
+        self.cur.execute(Q[name], params)
+        return self.cur.rowcount
+
+    def many(self, name: str, rows: Sequence[Params]) -> int:
+        """One statement for all ``rows``: the query reads each parameter as an array of
+        the rows' values (``unnest``). Row by row, a group commit of 16 pages took 4.4 ms
+        (some 100 statements); as arrays, a handful."""
+        if not rows:
+            return 0
+        columns = {key: [row[key] for row in rows] for key in rows[0]}
+        self.cur.execute(Q[name], columns)
+        return self.cur.rowcount
+
+    def savepoint(self) -> AbstractContextManager[Any]:
+        return self.conn.transaction()  # nested: a savepoint, rolled back if it raises
+
+
+class PostgresStore(SQLStore):
+    """The store for many workers. Open it with ``open_store("postgresql://...")``."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        create: bool = True,
+        readonly: bool = False,
+        clock: Callable[[], float] | None = None,
+        reconnect_for: float = RECONNECT_FOR,
+    ) -> None:
+        if psycopg is None:
+            raise ConfigError(
+                "the PostgreSQL store needs psycopg: pip install 'crashsafe[postgres]'"
+            )
+        self.url = url
+        self._conninfo, self.schema = split_url(url)
+        # Two-key advisory locks: (this schema's key, worker id); (key, 0) for migrations.
+        self._space = zlib.crc32(self.schema.encode()) & 0x7FFFFFFF
+        self._clock = clock
+        self._readonly = readonly
+        self._reconnect_for = reconnect_for
+        self._worker_id: int | None = None
+        self._conn = self._connect()
+        try:
+            if readonly or not create:
+                self._check_schema()
+            else:
+                self._migrate()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # -- plumbing ------------------------------------------------------------------------
+    def _connect(self) -> psycopg.Connection[Any]:
+        options = f"-c search_path={self.schema}"
+        if self._readonly:
+            options += " -c default_transaction_read_only=on"
+        try:
+            return psycopg.connect(
+                self._conninfo,
+                autocommit=True,  # transactions are explicit: conn.transaction()
+                connect_timeout=10,
+                options=options,
+                application_name="crashsafe",
+            )
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to {masked(self.url)}: {_why(exc)}") from exc
+
+    def _migrate(self) -> None:
+        latest = MIGRATIONS[-1][0]
+        with self._conn.transaction():
+            cur = self._conn.cursor()
+            # One worker at a time: the others wait here, then find the schema current.
+            cur.execute("SELECT pg_advisory_xact_lock(%s, 0)", (self._space,))
+            cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            current = self._schema_version(cur)
+            if current is None:
+                cur.execute("CREATE TABLE crashsafe_schema (version integer NOT NULL)")
+                cur.execute("INSERT INTO crashsafe_schema VALUES (0)")
+                current = 0
+            if current > latest:
+                raise self._too_new(current)
+            for version, script in MIGRATIONS:
+                if version > current:
+                    cur.execute(script)
+                    cur.execute("UPDATE crashsafe_schema SET version = %s", (version,))
+
+    def _check_schema(self) -> None:
+        latest = MIGRATIONS[-1][0]
+        with self._conn.transaction():
+            current = self._schema_version(self._conn.cursor())
+        if current is None:
+            raise StoreError(
+                f"{masked(self.url)} holds no crashsafe data (schema {self.schema!r}): check "
+                "--db, or run `crashsafe crawl` on it first"
+            )
+        if current > latest:
+            raise self._too_new(current)
+        if current < latest:
+            raise SchemaError(
+                f"{masked(self.url)} was written by an older crashsafe (schema version "
+                f"{current}): run `crashsafe crawl` on it once with this version (it "
+                "upgrades the schema), then read it"
+            )
+
+    def _schema_version(self, cur: psycopg.Cursor[Any]) -> int | None:
+        cur.execute(
+            "SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL",
+            (f'"{self.schema}".crashsafe_schema', f'"{self.schema}".frontier'),
+        )
+        ours, frontier = cur.fetchone() or (False, False)
+        if not ours:
+            if frontier:
+                raise SchemaError(
+                    f"schema {self.schema!r} of {masked(self.url)} has a frontier table "
+                    "that is not crashsafe's: choose another schema with ?schema=name"
+                )
+            return None
+        cur.execute(f'SELECT version FROM "{self.schema}".crashsafe_schema')
+        row = cur.fetchone()
+        return int(row[0]) if row else 0
+
+    def _too_new(self, version: int) -> SchemaError:
+        return SchemaError(
+            f"{masked(self.url)} has schema version {version}, this crashsafe knows up to "
+            f"{MIGRATIONS[-1][0]}: upgrade crashsafe"
+        )
+
+    @contextmanager
+    def _write(self) -> Iterator[_Tx]:
+        with self._conn.transaction():
+            yield _Tx(self._conn)
+
+    @contextmanager
+    def _read(self) -> Iterator[_Tx]:
+        with self._conn.transaction():
+            tx = _Tx(self._conn)
+            # One snapshot for every query of the block (stats read several tables).
+            tx.cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            yield tx
+
+    def _run(self, fn: Callable[[], T]) -> T:
+        """Run ``fn``; on a lost connection reconnect with backoff and run it again, on a
+        deadlock or serialisation failure run it again at once."""
+        lost_since: float | None = None
+        rolled_back = 0
+        backoff = 0.1
+        while True:
+            try:
+                if lost_since is not None:
+                    self._reconnect()
+                    sys.stderr.write(f"crashsafe: reconnected to {masked(self.url)}\n")
+                    lost_since = None
+                return fn()
+            except psycopg.Error as exc:
+                if isinstance(exc, pg_errors.TransactionRollback) and rolled_back < RETRIES:
+                    rolled_back += 1  # another worker's transaction won: ours is void
+                    continue
+                if not self._connection_lost():
+                    raise StoreError(f"database {masked(self.url)}: {_why(exc)}") from exc
+                now = time.monotonic()
+                if lost_since is None:
+                    lost_since = now
+                    sys.stderr.write(
+                        f"crashsafe: lost the connection to {masked(self.url)} "
+                        f"({_why(exc)}); reconnecting\n"
+                    )
+                if now - lost_since > self._reconnect_for:
+                    raise StoreError(
+                        f"database {masked(self.url)}: no connection for "
+                        f"{self._reconnect_for:.0f} s ({_why(exc)}); run the same command "
+                        "again once the server is back"
+                    ) from exc
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+            except StoreError as exc:
+                if lost_since is None or not isinstance(exc.__cause__, psycopg.Error):
+                    raise
+                time.sleep(backoff)  # the server is not back yet
+                backoff = min(backoff * 2, 5.0)
+                if time.monotonic() - lost_since > self._reconnect_for:
+                    raise
+
+    def _connection_lost(self) -> bool:
+        return bool(self._conn.closed or self._conn.broken)
+
+    def _reconnect(self) -> None:
+        """A new connection; a registered worker takes its liveness lock again (its
+        leases may have been taken back meanwhile: their commits will be refused)."""
+        if not self._conn.closed:
+            self._conn.close()
+        self._conn = self._connect()
+        if self._worker_id is not None:
+            with self._write() as tx:
+                tx.rows("lock_worker", {"space": self._space, "id": self._worker_id})
+
+    def _page_fault(self, exc: Exception) -> bool:
+        # A lost connection, a deadlock: the whole call runs again (``_run``).
+        return not isinstance(exc, psycopg.OperationalError) and not self._connection_lost()
+
+    def _now(self) -> float | None:
+        return None if self._clock is None else self._clock()
+
+    def _stream(self, name: str, params: Params) -> Iterator[tuple[Any, ...]]:
+        try:
+            with self._conn.transaction():
+                cursor = self._conn.cursor(name="crashsafe_stream")
+                cursor.itersize = 2000
+                cursor.execute(Q[name], params)
+                yield from cursor
+        except psycopg.Error as exc:
+            raise StoreError(f"database {masked(self.url)}: {_why(exc)}") from exc
+
+    def close(self) -> None:
+        if not self._conn.closed:
+            self.unregister_worker()
+        self._conn.close()
+
+    # -- claims ----------------------------------------------------------------------------
+    def _claim_due(self, tx: Tx, p: Params) -> list[Claimed]:
+        return tx.rows("claim_due", p)
+
+    def _claim_ids(self, tx: Tx, p: Params, ids: list[int]) -> list[Claimed]:
+        return tx.rows("claim_ids", {**p, "ids": ids})
+
+    # -- liveness: session advisory locks --------------------------------------------------
+    def _take_liveness(self, owner: str, tx: Tx) -> None:
+        [(worker_id,)] = tx.rows("worker_id", {"owner": owner})
+        tx.rows("lock_worker", {"space": self._space, "id": worker_id})
+        self._worker_id = worker_id
+
+    def _drop_liveness(self, owner: str) -> None:
+        worker_id, self._worker_id = self._worker_id, None
+        if worker_id is not None and not self._connection_lost():
+            try:
+                with self._write() as tx:
+                    tx.rows("unlock_worker", {"space": self._space, "id": worker_id})
+            except psycopg.Error:
+                pass  # the lock dies with the connection anyway
+
+    def _alive(self, tx: Tx, owners: Sequence[str]) -> set[str]:
+        found = tx.rows("live_owners", {"space": self._space, "owners": list(owners)})
+        return {row[0] for row in found}
+
+
+def _why(exc: BaseException) -> str:
+    """psycopg's error in words that say what to check."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    lower = text.lower()
+    if "connection refused" in lower or "could not connect" in lower:
+        return f"{text} (is PostgreSQL running there? check the host and port in --db)"
+    if "does not exist" in lower and "database" in lower:
+        return f"{text} (create it, e.g. `createdb NAME`, or check --db)"
+    if "password authentication failed" in lower or "no password supplied" in lower:
+        return f"{text} (check the user and password in --db, or PGPASSWORD)"
+    if "read-only transaction" in lower:
+        return f"{text} (this command only reads)"
+    return text

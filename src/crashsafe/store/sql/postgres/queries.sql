@@ -1,0 +1,391 @@
+-- Named queries for the PostgreSQL store; store/postgres.py runs them, store/core.py
+-- names them. Times are timestamptz; crashsafe_now(%(now)s) is the database's clock
+-- unless the caller injects one. Durations cross as seconds (float8), lists as arrays.
+-- Rows other workers are claiming are skipped (FOR UPDATE SKIP LOCKED), never waited for.
+
+-- name: enqueue_url
+-- many: every parameter is an array, one element per row (store/postgres.py).
+INSERT INTO frontier (crawl, url, url_hash, origin, depth, callback, priority, added_at)
+SELECT crawl, url, sha256(convert_to(url, 'UTF8')),
+       split_part(url, '/', 1) || '//' || split_part(url, '/', 3),  -- store/hosts.py's origin_of
+       depth, callback, priority, crashsafe_now(now)
+FROM unnest(%(crawl)s::text[], %(url)s::text[], %(depth)s::int[], %(callback)s::text[],
+            %(priority)s::bigint[], %(now)s::float8[])
+     AS u(crawl, url, depth, callback, priority, now)
+ON CONFLICT (crawl, url_hash) DO NOTHING;
+
+-- name: claim_due
+-- Lapsed leases first (the grant that lapsed may have fetched: it counts an attempt),
+-- then pending URLs by priority, then in the order they were found; one grant each.
+-- The frontier rows are updated by id = ANY(picked ids): an index scan (a join on the
+-- CTE made the planner hash the whole frontier, 25 ms at 100 000 URLs).
+WITH lapsed AS (
+    SELECT id FROM frontier
+    WHERE crawl = %(crawl)s AND state = 'leased' AND lease_expires < crashsafe_now(%(now)s)
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), fresh AS (
+    SELECT id FROM frontier
+    WHERE crawl = %(crawl)s AND state = 'pending'
+      AND next_attempt_at <= crashsafe_now(%(now)s)
+    ORDER BY priority DESC, id
+    LIMIT greatest(0, %(limit)s - (SELECT count(*) FROM lapsed))
+    FOR UPDATE SKIP LOCKED
+), picked AS (
+    SELECT coalesce(array_agg(id), '{}') AS ids
+    FROM (SELECT id FROM lapsed UNION ALL SELECT id FROM fresh) AS due
+), granted AS (
+    INSERT INTO lease_grants (crawl, frontier_id, owner, granted_at)
+    SELECT %(crawl)s, unnest(ids), %(owner)s, crashsafe_now(%(now)s) FROM picked
+    RETURNING id, frontier_id
+)
+UPDATE frontier f
+SET state = 'leased', lease_owner = %(owner)s, grant_id = g.id,
+    lease_expires = crashsafe_now(%(now)s) + make_interval(secs => %(lease_seconds)s::float8),
+    attempts = f.attempts + (f.state = 'leased')::int
+FROM granted g
+WHERE f.id = ANY((SELECT ids FROM picked)::bigint[]) AND f.id = g.frontier_id
+RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, g.id;
+
+-- name: claim_ids
+-- The URLs a polite claim chose (already locked by its claim_candidates).
+WITH picked AS (
+    SELECT coalesce(array_agg(id), '{}') AS ids FROM frontier
+    WHERE id = ANY(%(ids)s::bigint[])
+      AND ((state = 'pending' AND next_attempt_at <= crashsafe_now(%(now)s))
+           OR (state = 'leased' AND lease_expires < crashsafe_now(%(now)s)))
+), granted AS (
+    INSERT INTO lease_grants (crawl, frontier_id, owner, granted_at)
+    SELECT %(crawl)s, unnest(ids), %(owner)s, crashsafe_now(%(now)s) FROM picked
+    RETURNING id, frontier_id
+)
+UPDATE frontier f
+SET state = 'leased', lease_owner = %(owner)s, grant_id = g.id,
+    lease_expires = crashsafe_now(%(now)s) + make_interval(secs => %(lease_seconds)s::float8),
+    attempts = f.attempts + (f.state = 'leased')::int
+FROM granted g
+WHERE f.id = ANY(%(ids)s::bigint[]) AND f.id = g.frontier_id
+RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, g.id;
+
+-- name: claim_candidates
+-- What a polite claim chooses from (store/hosts.py): due URLs in the order they are due.
+WITH lapsed AS (
+    SELECT id, url FROM frontier
+    WHERE crawl = %(crawl)s AND state = 'leased' AND lease_expires < crashsafe_now(%(now)s)
+    LIMIT %(scan)s
+    FOR UPDATE SKIP LOCKED
+), fresh AS (
+    SELECT id, url, priority FROM frontier
+    WHERE crawl = %(crawl)s AND state = 'pending'
+      AND next_attempt_at <= crashsafe_now(%(now)s)
+    ORDER BY priority DESC, id
+    LIMIT %(scan)s
+    FOR UPDATE SKIP LOCKED
+)
+SELECT id, url FROM (
+    SELECT 0 AS k, NULL::bigint AS priority, id, url FROM lapsed
+    UNION ALL
+    SELECT 1, priority, id, url FROM fresh
+) AS due
+ORDER BY k, priority DESC, id
+LIMIT %(scan)s;
+
+-- name: held_urls
+SELECT url FROM frontier
+WHERE crawl = %(crawl)s AND origin = ANY(%(origins)s::text[]) AND state = 'leased'
+  AND lease_expires >= crashsafe_now(%(now)s);
+
+-- name: any_host_delay
+SELECT 1 FROM hosts WHERE crawl = %(crawl)s AND delay > 0 LIMIT 1;
+
+-- name: add_host
+-- many
+INSERT INTO hosts (crawl, origin)
+SELECT * FROM unnest(%(crawl)s::text[], %(origin)s::text[])
+ON CONFLICT DO NOTHING;
+
+-- name: lock_hosts
+-- Held until the claim commits: two claims never both count an origin's last slot free.
+-- In origin order, like every claim, so two claims never wait on each other in a circle.
+SELECT origin, delay,
+       greatest(0, extract(epoch FROM next_at - crashsafe_now(%(now)s)))::float8
+FROM hosts
+WHERE crawl = %(crawl)s AND origin = ANY(%(origins)s::text[])
+ORDER BY origin
+FOR UPDATE;
+
+-- name: space_host
+-- many
+UPDATE hosts h
+SET next_at = crashsafe_now(u.now) + make_interval(secs => u.delay)
+FROM unnest(%(crawl)s::text[], %(origin)s::text[], %(delay)s::float8[], %(now)s::float8[])
+     AS u(crawl, origin, delay, now)
+WHERE h.crawl = u.crawl AND h.origin = u.origin;
+
+-- name: set_host_delay
+UPDATE hosts SET delay = %(delay)s WHERE crawl = %(crawl)s AND origin = %(origin)s;
+
+-- name: renew_leases
+-- Fenced: only grants that are still current are extended.
+UPDATE frontier
+SET lease_expires = crashsafe_now(%(now)s) + make_interval(secs => %(lease_seconds)s::float8)
+WHERE id = ANY(%(ids)s::bigint[]) AND grant_id = ANY(%(grants)s::bigint[])
+  AND state = 'leased'
+RETURNING grant_id;
+
+-- name: current_grants
+-- Locked: until the page's transaction ends no other worker can take these URLs over.
+SELECT id, grant_id FROM frontier
+WHERE id = ANY(%(ids)s::bigint[]) AND state = 'leased'
+FOR UPDATE;
+
+-- name: release_url
+-- many. The flag says whether a request was made: then it counts an attempt.
+UPDATE frontier f
+SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
+    attempts = f.attempts + u.fetched
+FROM unnest(%(fetched)s::int[], %(id)s::bigint[], %(grant)s::bigint[]) AS u(fetched, id, g)
+WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g AND f.state = 'leased';
+
+-- name: release_grant
+-- many
+UPDATE lease_grants l SET outcome = u.outcome
+FROM unnest(%(outcome)s::text[], %(grant)s::bigint[]) AS u(outcome, g)
+WHERE l.id = ANY(%(grant)s::bigint[]) AND l.id = u.g AND l.outcome IS NULL;
+
+-- name: set_grant_outcome
+-- many
+UPDATE lease_grants l SET outcome = u.outcome
+FROM unnest(%(outcome)s::text[], %(grant)s::bigint[]) AS u(outcome, g)
+WHERE l.id = ANY(%(grant)s::bigint[]) AND l.id = u.g;  -- (ANY: an index scan, never a hash join)
+
+-- name: mark_grant_stale
+-- many
+UPDATE lease_grants SET outcome = 'stale'
+WHERE id = ANY(%(grant)s::bigint[]) AND outcome IS NULL;
+
+-- name: upsert_record
+-- many (ids distinct: store/core.py keeps one row per record of a group)
+INSERT INTO records (crawl, id, source, key, url, content_hash, data,
+                     first_seen, last_changed, version)
+SELECT crawl, id, source, key, url, hash, data::jsonb, crashsafe_now(now),
+       crashsafe_now(now), 1
+FROM unnest(%(crawl)s::text[], %(id)s::text[], %(source)s::text[], %(key)s::text[],
+            %(url)s::text[], %(hash)s::text[], %(data)s::text[], %(now)s::float8[])
+     AS u(crawl, id, source, key, url, hash, data, now)
+ON CONFLICT (crawl, id) DO UPDATE SET
+    url = excluded.url,
+    content_hash = excluded.content_hash,
+    data = excluded.data,
+    last_changed = excluded.last_changed,
+    version = records.version + 1
+WHERE records.content_hash <> excluded.content_hash;
+
+-- name: mark_done
+-- many
+UPDATE frontier f
+SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
+    attempts = f.attempts + 1, http_status = u.status, last_error = u.error,
+    done_at = crashsafe_now(u.now), links_skipped = u.links_skipped
+FROM unnest(%(status)s::int[], %(error)s::text[], %(now)s::float8[], %(id)s::bigint[],
+            %(grant)s::bigint[], %(links_skipped)s::int[])
+     AS u(status, error, now, id, g, links_skipped)
+WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g AND f.state = 'leased';
+
+-- name: mark_retry
+-- many. Also for a deferred page (robots.txt unreachable): then it adds no attempt.
+UPDATE frontier f
+SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
+    attempts = f.attempts + u.counted, http_status = u.status, last_error = u.error,
+    next_attempt_at = crashsafe_now(u.now) + make_interval(secs => u.retry_in)
+FROM unnest(%(status)s::int[], %(error)s::text[], %(now)s::float8[], %(id)s::bigint[],
+            %(grant)s::bigint[], %(counted)s::int[], %(retry_in)s::float8[])
+     AS u(status, error, now, id, g, counted, retry_in)
+WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g AND f.state = 'leased';
+
+-- name: hold_back_origin
+-- many. A page deferred for its robots.txt holds back its origin's other pending URLs.
+UPDATE frontier f
+SET next_attempt_at = greatest(
+    f.next_attempt_at, crashsafe_now(u.now) + make_interval(secs => u.retry_in))
+FROM unnest(%(crawl)s::text[], %(origin)s::text[], %(retry_in)s::float8[],
+            %(now)s::float8[]) AS u(crawl, origin, retry_in, now)
+WHERE f.crawl = ANY(%(crawl)s::text[]) AND f.origin = ANY(%(origin)s::text[])
+  AND f.crawl = u.crawl AND f.origin = u.origin AND f.state = 'pending';
+
+-- name: mark_failed
+-- many
+UPDATE frontier f
+SET state = 'failed', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
+    attempts = f.attempts + 1, http_status = u.status, last_error = u.error,
+    done_at = crashsafe_now(u.now)
+FROM unnest(%(status)s::int[], %(error)s::text[], %(now)s::float8[], %(id)s::bigint[],
+            %(grant)s::bigint[]) AS u(status, error, now, id, g)
+WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g AND f.state = 'leased';
+
+-- name: add_worker
+INSERT INTO workers (owner, crawl, host, pid, started_at)
+VALUES (%(owner)s, %(crawl)s, %(host)s, %(pid)s, crashsafe_now(%(now)s))
+ON CONFLICT (owner) DO NOTHING;
+
+-- name: worker_id
+SELECT id FROM workers WHERE owner = %(owner)s;
+
+-- name: lock_worker
+-- A session lock: it outlives this transaction and dies with the connection.
+SELECT pg_advisory_lock(%(space)s, %(id)s);
+
+-- name: unlock_worker
+SELECT pg_advisory_unlock(%(space)s, %(id)s);
+
+-- name: live_owners
+SELECT w.owner FROM workers w
+JOIN pg_locks l
+  ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+ AND l.classid = %(space)s::oid AND l.objid = w.id::oid
+ AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+WHERE w.owner = ANY(%(owners)s::text[]);
+
+-- name: idle_workers
+SELECT owner FROM workers w
+WHERE crawl = %(crawl)s AND NOT EXISTS (
+    SELECT 1 FROM frontier f
+    WHERE f.crawl = w.crawl AND f.state = 'leased' AND f.lease_owner = w.owner
+);
+
+-- name: forget_worker
+-- many
+DELETE FROM workers WHERE owner = ANY(%(owner)s::text[]);
+
+-- name: list_workers
+SELECT owner, crawl, host, pid, extract(epoch FROM started_at)::float8 FROM workers
+WHERE %(crawl)s::text IS NULL OR crawl = %(crawl)s
+ORDER BY started_at, owner;
+
+-- name: leases_by_owner
+SELECT lease_owner, count(*) FROM frontier
+WHERE (%(crawl)s::text IS NULL OR crawl = %(crawl)s) AND state = 'leased'
+GROUP BY lease_owner;
+
+-- name: pages_by_owner
+SELECT owner, count(*) FROM lease_grants
+WHERE (%(crawl)s::text IS NULL OR crawl = %(crawl)s)
+  AND outcome IN ('done', 'skipped', 'retry', 'failed')
+GROUP BY owner;
+
+-- name: lease_owners
+SELECT DISTINCT lease_owner FROM frontier
+WHERE crawl = %(crawl)s AND state = 'leased' AND lease_owner IS NOT NULL;
+
+-- name: release_owner
+-- many
+UPDATE frontier f
+SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
+    attempts = f.attempts + 1
+FROM unnest(%(crawl)s::text[], %(owner)s::text[]) AS u(crawl, owner)
+WHERE f.crawl = ANY(%(crawl)s::text[]) AND f.state = 'leased'
+  AND f.lease_owner = ANY(%(owner)s::text[]) AND f.crawl = u.crawl AND f.lease_owner = u.owner;
+
+-- name: due_in
+-- Seconds until a pending URL is due, until a lease lapses, until an origin held back
+-- by a politeness delay may be granted again (NULL: none).
+SELECT
+    extract(epoch FROM (SELECT min(next_attempt_at) FROM frontier
+                        WHERE crawl = %(crawl)s AND state = 'pending')
+                       - crashsafe_now(%(now)s))::float8,
+    extract(epoch FROM (SELECT min(lease_expires) FROM frontier
+                        WHERE crawl = %(crawl)s AND state = 'leased')
+                       - crashsafe_now(%(now)s))::float8,
+    extract(epoch FROM (SELECT min(next_at) FROM hosts
+                        WHERE crawl = %(crawl)s AND next_at > crashsafe_now(%(now)s))
+                       - crashsafe_now(%(now)s))::float8;
+
+-- name: count_states
+SELECT state, count(*) FROM frontier WHERE crawl = %(crawl)s GROUP BY state;
+
+-- name: count_links_skipped
+SELECT coalesce(sum(links_skipped), 0)::bigint FROM frontier WHERE crawl = %(crawl)s;
+
+-- name: count_records
+SELECT count(*) FROM records WHERE crawl = %(crawl)s;
+
+-- name: count_grants
+SELECT coalesce(outcome, ''), count(*) FROM lease_grants
+WHERE crawl = %(crawl)s GROUP BY outcome;
+
+-- name: count_active_grants
+SELECT count(*) FROM frontier
+WHERE crawl = %(crawl)s AND state = 'leased' AND grant_id IS NOT NULL;
+
+-- name: list_crawls
+SELECT DISTINCT crawl FROM frontier ORDER BY crawl;
+
+-- name: list_failed
+SELECT crawl, url, attempts, http_status, last_error, extract(epoch FROM done_at)::float8
+FROM frontier
+WHERE state = 'failed' AND (%(crawl)s::text IS NULL OR crawl = %(crawl)s)
+ORDER BY crawl, done_at, id;
+
+-- name: requeue_failed
+UPDATE frontier
+SET state = 'pending', attempts = 0, next_attempt_at = 'epoch', done_at = NULL
+WHERE state = 'failed' AND (%(crawl)s::text IS NULL OR crawl = %(crawl)s);
+
+-- name: iter_records
+SELECT crawl, id, source, key, url, version, extract(epoch FROM first_seen)::float8,
+       extract(epoch FROM last_changed)::float8, data::text
+FROM records
+WHERE (%(crawl)s::text IS NULL OR crawl = %(crawl)s)
+  AND last_changed >= to_timestamp(%(since)s::float8)
+ORDER BY crawl, first_seen, id;
+
+-- name: get_robots
+SELECT body,
+       extract(epoch FROM crashsafe_now(%(now)s) - fetched_at)::float8,
+       extract(epoch FROM crashsafe_now(%(now)s) - failing_since)::float8,
+       failures,
+       extract(epoch FROM retry_at - crashsafe_now(%(now)s))::float8,
+       CASE WHEN claim_owner IS NOT NULL
+            THEN extract(epoch FROM claim_until - crashsafe_now(%(now)s))::float8 END
+FROM robots WHERE crawl = %(crawl)s AND origin = %(origin)s;
+
+-- name: add_robots
+INSERT INTO robots (crawl, origin) VALUES (%(crawl)s, %(origin)s) ON CONFLICT DO NOTHING;
+
+-- name: claim_robots
+UPDATE robots
+SET claim_owner = %(owner)s,
+    claim_until = crashsafe_now(%(now)s) + make_interval(secs => %(seconds)s::float8)
+WHERE crawl = %(crawl)s AND origin = %(origin)s
+  AND (claim_until IS NULL OR claim_until < crashsafe_now(%(now)s)
+       OR claim_owner = %(owner)s);
+
+-- name: robots_claim_owner
+SELECT claim_owner FROM robots WHERE crawl = %(crawl)s AND origin = %(origin)s;
+
+-- name: take_robots_claim
+UPDATE robots
+SET claim_owner = %(owner)s,
+    claim_until = crashsafe_now(%(now)s) + make_interval(secs => %(seconds)s::float8)
+WHERE crawl = %(crawl)s AND origin = %(origin)s AND claim_owner = %(dead)s;
+
+-- name: put_robots
+-- Fenced like a lease: only the holder of the claim writes what it read.
+UPDATE robots
+SET body = %(body)s,
+    fetched_at = crashsafe_now(%(now)s) - make_interval(secs => %(age)s::float8),
+    failing_since = NULL, failures = 0, retry_at = NULL, claim_owner = NULL,
+    claim_until = NULL
+WHERE crawl = %(crawl)s AND origin = %(origin)s AND claim_owner = %(owner)s;
+
+-- name: robots_failed
+UPDATE robots
+SET failing_since = coalesce(failing_since, crashsafe_now(%(now)s)),
+    failures = failures + 1,
+    retry_at = crashsafe_now(%(now)s) + make_interval(secs => %(retry_in)s::float8),
+    claim_owner = NULL, claim_until = NULL
+WHERE crawl = %(crawl)s AND origin = %(origin)s AND claim_owner = %(owner)s;
+
+-- name: release_robots
+UPDATE robots SET claim_owner = NULL, claim_until = NULL
+WHERE crawl = %(crawl)s AND origin = %(origin)s AND claim_owner = %(owner)s;
