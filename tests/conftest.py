@@ -46,6 +46,14 @@ def pg_url(pg_database: str) -> str:
     return pg.fresh_schema_url(pg_database)
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database on each backend in turn."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'any.db'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
 @pytest.fixture
 def sqlite_store(db_url: str) -> Iterator[Store]:
     store = open_store(db_url)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
 
-from crashsafe.store import STALE, Lease, NewUrl, PageOutcome, RecordRow, Store
+from crashsafe.store import STALE, Lease, NewUrl, PageOutcome, Politeness, RecordRow, Store
 from tests.clock import ManualClock
 from tests.contract.conftest import PYTHON, Backend, worker_script
 
@@ -427,3 +428,115 @@ def test_a_dead_workers_robots_claim_is_taken_over_at_once(backend: Backend, sto
         assert not store.claim_robots(C, "http://a", store.register_worker(), 60)  # alive
     # its claim was for an hour; its liveness lock died with it
     assert store.claim_robots(C, "http://a", store.register_worker(), 60)
+
+
+# -- a commit whose answer was lost (a dropped connection) is run again ------------------
+
+
+def test_a_commit_run_twice_changes_nothing_the_second_time(store: Store) -> None:
+    store.enqueue(C, [NewUrl("http://a/1")])
+    [lease] = store.lease(C, store.register_worker(), 1, 60)
+    page = PageOutcome(lease, "done", 200, records=[rec("k", "1")], links=[NewUrl("http://a/2")])
+    assert store.commit_pages(C, [page]) == [None]
+    before = store.stats(C)
+    assert store.commit_pages(C, [page]) == [STALE]  # its own page, already done
+    after = store.stats(C)
+    assert after == before and after.outcomes == {"done": 1}  # the grant stays done
+    [record] = store.iter_records(C)
+    assert record.version == 1
+
+
+# -- workers -----------------------------------------------------------------------------
+
+
+def test_workers_are_listed_with_liveness_leases_and_pages(backend: Backend, store: Store) -> None:
+    store.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(6)])
+    me = store.register_worker(C)
+    mine = store.lease(C, me, 2, 60)
+    store.commit_pages(C, [PageOutcome(mine[0], "done", 200)])
+    with worker_process(backend.url, "out = len(s.lease('c', o, 3, 3600))") as leased:
+        assert leased == "3"
+        found = {w.owner: w for w in store.workers(C)}
+        assert len(found) == 2 and all(w.alive for w in found.values())
+        assert (found[me].leases, found[me].pages, found[me].crawl) == (1, 1, C)
+        [other] = [w for w in found.values() if w.owner != me]
+        assert other.leases == 3 and other.pages == 0 and other.pid > 0 and other.host
+    # dead, still holding leases: listed as dead; once its leases are back, forgotten
+    [dead] = [w for w in store.workers(C) if w.owner != me]
+    assert not dead.alive and dead.leases == 3
+    assert store.reclaim_dead_workers(C) == 3
+    assert [w.owner for w in store.workers(C)] == [me]
+    store.unregister_worker()  # (a clean stop gives its leases back first)
+    assert [(w.alive, w.leases) for w in store.workers(C)] == [(False, 1)]
+    store.release(C, [(mine[1], False)])
+    assert store.workers(C) == []
+
+
+# -- politeness across workers -------------------------------------------------------------
+
+
+def test_per_host_leases_hold_for_all_workers_together(open_stores: Callable[[], Store]) -> None:
+    a, b = open_stores(), open_stores()
+    a.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(5)] + [NewUrl("http://b/1")])
+    polite = Politeness(per_host=2)
+    first = a.lease(C, a.register_worker(), 10, 60, politeness=polite)
+    assert sorted(x.url for x in first) == ["http://a/0", "http://a/1", "http://b/1"]
+    assert b.lease(C, b.register_worker(), 10, 60, politeness=polite) == []  # a is full
+    a.commit_pages(C, [PageOutcome(first[0], "done", 200)])
+    [next_one] = b.lease(C, b.register_worker(), 10, 60, politeness=polite)
+    assert next_one.url == "http://a/2"
+    # without politeness a claim takes whatever is due
+    assert len(b.lease(C, b.register_worker(), 10, 60)) == 2
+
+
+def test_a_delay_spaces_an_origins_grants_for_all_workers(
+    open_stores: Callable[[], Store], clock: ManualClock
+) -> None:
+    a, b = open_stores(), open_stores()
+    a.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(3)] + [NewUrl("http://b/1")])
+    polite = Politeness(delay=2.0)
+    got = a.lease(C, a.register_worker(), 10, 60, politeness=polite)
+    assert sorted(x.url for x in got) == ["http://a/0", "http://b/1"]  # one per origin
+    assert b.lease(C, b.register_worker(), 10, 60, politeness=polite) == []
+    assert b.due(C).wait == pytest.approx(2.0)  # due, but its origin waits
+    clock.advance(2.0)
+    assert [x.url for x in b.lease(C, b.register_worker(), 10, 60, politeness=polite)] == [
+        "http://a/1"
+    ]
+
+
+def test_a_robots_crawl_delay_spaces_grants_without_a_politeness_setting(
+    store: Store, clock: ManualClock
+) -> None:
+    store.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(3)] + [NewUrl("http://b/1")])
+    store.set_host_delay(C, "http://a", 5.0)
+    owner = store.register_worker()
+    default = Politeness()  # what the engine passes: crawl-delays still hold
+    got = store.lease(C, owner, 10, 60, politeness=default)
+    assert sorted(x.url for x in got) == ["http://a/0", "http://b/1"]
+    clock.advance(4.9)
+    assert store.lease(C, owner, 10, 60, politeness=default) == []
+    clock.advance(0.2)
+    assert [x.url for x in store.lease(C, owner, 10, 60, politeness=default)] == ["http://a/1"]
+
+
+def test_concurrent_claims_never_grant_a_url_twice(open_stores: Callable[[], Store]) -> None:
+    stores = [open_stores() for _ in range(4)]
+    stores[0].enqueue(C, [NewUrl(f"http://a/{i}") for i in range(400)])
+    granted: list[list[str]] = [[] for _ in stores]
+
+    def claim(i: int) -> None:
+        store = stores[i]
+        owner = store.register_worker()
+        while leases := store.lease(C, owner, 7, 60):
+            granted[i] += [x.url for x in leases]
+            store.commit_pages(C, [PageOutcome(x, "done", 200) for x in leases])
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(len(stores))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    every = [url for urls in granted for url in urls]
+    assert len(every) == len(set(every)) == 400
+    assert stores[0].stats(C).done == 400 and stores[0].stats(C).lease_grants == 400

@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import sqlite3
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -134,9 +135,9 @@ def crawl(spider: Spider, store: Store, base: str, **settings: Any) -> Any:
     return asyncio.run(crawler.run())
 
 
-def test_engine_handles_every_kind_of_misbehaviour(site: tuple[Site, str], db_url: str) -> None:
+def test_engine_handles_every_kind_of_misbehaviour(site: tuple[Site, str], any_db_url: str) -> None:
     server, base = site
-    store = open_store(db_url)
+    store = open_store(any_db_url)
     try:
         result = crawl(Probe(), store, base)
         stats = result.stats
@@ -189,10 +190,10 @@ def test_engine_handles_every_kind_of_misbehaviour(site: tuple[Site, str], db_ur
     assert stats.retries == 1 + 2 + 2 + 1  # ratelimited, flaky-list, broken, slow
 
 
-def test_robots_txt_is_cached_across_runs(site: tuple[Site, str], db_url: str) -> None:
+def test_robots_txt_is_cached_across_runs(site: tuple[Site, str], any_db_url: str) -> None:
     server, base = site
     for _ in range(2):
-        store = open_store(db_url)
+        store = open_store(any_db_url)
         try:
             crawl(Probe(), store, base)
             store.retry_failed("probe")
@@ -209,25 +210,56 @@ class HostSpider(Spider):
             yield from (page.follow(f"/host/{i}") for i in range(20))
 
 
-def test_per_host_concurrency_and_delay(site: tuple[Site, str], db_url: str) -> None:
+class DelayedHostSpider(HostSpider):
+    name = "hosts-delayed"
+
+
+def test_per_host_concurrency_and_delay(site: tuple[Site, str], any_db_url: str) -> None:
     server, base = site
-    store = open_store(db_url)
+    store = open_store(any_db_url)
     try:
         crawl(HostSpider(), store, base, concurrency=10, per_host_concurrency=2)
         assert server.max_in_flight == 2
         server.max_in_flight = 0
-        store.retry_failed()
-    finally:
-        store.close()
-    store = open_store(db_url.replace("crawl.db", "delay.db"))
-    try:
-        crawl(HostSpider(), store, base, concurrency=10, per_host_delay=0.05)
+        crawl(DelayedHostSpider(), store, base, concurrency=10, per_host_delay=0.05)
     finally:
         store.close()
     starts = sorted(t for p, ts in server.times.items() if p.startswith("/host/") for t in ts)
     second_run = starts[20:]
     # 20 requests spaced by 0.05 s span at least 19 gaps (server-side clock, some jitter)
     assert second_run[-1] - second_run[0] >= 19 * 0.05 * 0.9
+
+
+def test_per_host_limits_hold_for_several_workers_together(
+    site: tuple[Site, str], any_db_url: str
+) -> None:
+    """Two crawlers on one frontier, each allowed 10 requests: per_host_concurrency 2
+    is what the site sees from both together (the claim counts every worker's leases).
+    The second starts once the first is fetching, when 10 URLs are still unleased."""
+    server, base = site
+    fetching = threading.Event()
+    server.on_host = fetching.set
+    stores = [open_store(any_db_url) for _ in range(2)]
+    try:
+        settings = HostSpider.crawl_settings(concurrency=10, per_host_concurrency=2)
+
+        async def both() -> list[Any]:
+            first, second = (
+                Crawler(HostSpider(), s, settings=settings, start_urls=[f"{base}/start"],
+                        handle_signals=False)
+                for s in stores
+            )  # fmt: skip
+            running = asyncio.create_task(first.run())
+            await asyncio.get_running_loop().run_in_executor(None, fetching.wait, 30)
+            return [await second.run(), await running]
+
+        results = asyncio.run(both())
+    finally:
+        for s in stores:
+            s.close()
+    assert server.max_in_flight == 2
+    assert results[0].stats.done == 21 and server.hits["/start"] == 1
+    assert sum(n for p, n in server.hits.items() if p.startswith("/host/")) == 20
 
 
 @pytest.mark.parametrize("ahead", [0, 3])
@@ -289,9 +321,11 @@ class BadYields(Spider):
             yield 42
 
 
-def test_bad_yields_fail_the_page_with_a_clear_message(site: tuple[Site, str], db_url: str) -> None:
+def test_bad_yields_fail_the_page_with_a_clear_message(
+    site: tuple[Site, str], any_db_url: str
+) -> None:
     _, base = site
-    store = open_store(db_url)
+    store = open_store(any_db_url)
     try:
         crawl(BadYields(), store, base)
         errors = {f.url.removeprefix(base): f.error or "" for f in store.failed("bad")}
