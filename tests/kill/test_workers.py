@@ -1,4 +1,5 @@
-"""`crashsafe crawl --workers N`: several crawl processes, one store server, same guarantee."""
+"""`crashsafe crawl --workers N`: several crawl processes, same guarantee, on both backends
+(SQLite: one store server in the command's process; PostgreSQL: a connection each)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from crashsafe.demo.shop import ShopThread
+from tests import pg
 from tests.helpers import get_json, run_cli, start_cli, wait_for
 from tests.integration.test_cli import crawl_args
 
@@ -28,7 +30,7 @@ CONCURRENCY = 4
 def workers_of(pid: int) -> list[int]:
     """PIDs of the crawl workers a `crawl --workers` process started."""
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [int(c) for c in children if b"--store-fd" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    return [int(c) for c in children if b"--parent-fd" in Path(f"/proc/{c}/cmdline").read_bytes()]
 
 
 def alive(pid: int) -> bool:
@@ -49,8 +51,13 @@ def check_catalogue(site: ShopThread, db_url: str) -> dict:  # type: ignore[type
 
 
 def owners(db_url: str) -> int:
-    with contextlib.closing(sqlite3.connect(db_url.removeprefix("sqlite:///"))) as db:
-        return int(db.execute("SELECT count(DISTINCT owner) FROM lease_grants").fetchone()[0])
+    """Workers that leased URLs (read from the lease history)."""
+    query = "SELECT count(DISTINCT owner) FROM lease_grants"
+    if db_url.startswith("sqlite:"):
+        with contextlib.closing(sqlite3.connect(db_url.removeprefix("sqlite:///"))) as db:
+            return int(db.execute(query).fetchone()[0])
+    with pg.connect(db_url) as conn:
+        return int(conn.execute(query).fetchone()[0])
 
 
 def start_workers(
@@ -65,51 +72,55 @@ def start_workers(
 
 
 def test_two_workers_share_one_crawl_and_store_every_record_once(
-    shop: Callable[..., ShopThread], db_url: str
+    shop: Callable[..., ShopThread], any_db_url: str
 ) -> None:
     site = shop(listings=25, per_listing=20, latency_ms=5)
-    result = run_cli(*crawl_args(site, db_url, "--workers", "2", "--concurrency", "4"))
+    result = run_cli(*crawl_args(site, any_db_url, "--workers", "2", "--concurrency", "4"))
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("525 pages done") == 1  # one summary, from the parent
-    row = check_catalogue(site, db_url)
+    row = check_catalogue(site, any_db_url)
     assert row["done"] == 525 and row["repeated"] == 0
     assert get_json(f"{site.url}/stats")["requests"] == 525
-    assert owners(db_url) == 2  # both workers leased
+    assert owners(any_db_url) == 2  # both workers leased
 
 
 def test_killing_the_command_ends_its_workers_and_a_rerun_completes(
-    shop: Callable[..., ShopThread], db_url: str
+    shop: Callable[..., ShopThread], any_db_url: str
 ) -> None:
-    site, args, proc, workers = start_workers(shop, db_url)
+    site, args, proc, workers = start_workers(shop, any_db_url)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    # Their store socket closed: they stop on their own, without any signal.
+    # Their pipe to it (and on SQLite their store socket) closed: they stop by themselves.
     wait_for(lambda: not any(alive(w) for w in workers), timeout=20)
+    [row] = json.loads(run_cli("status", "--db", any_db_url, "--json").stdout)
+    assert row["done"] < 525  # they stopped, rather than crawl on to the end
     final = run_cli(*args)
     assert final.returncode == 0, final.stderr
-    check_catalogue(site, db_url)
+    check_catalogue(site, any_db_url)
     # At most what the two workers held (leased, fetched or committing) was repeated.
     assert get_json(f"{site.url}/stats")["repeated"] <= 2 * CONCURRENCY
 
 
-def test_ctrl_c_stops_every_worker_gracefully(shop: Callable[..., ShopThread], db_url: str) -> None:
-    site, args, proc, _ = start_workers(shop, db_url)
+def test_ctrl_c_stops_every_worker_gracefully(
+    shop: Callable[..., ShopThread], any_db_url: str
+) -> None:
+    site, args, proc, _ = start_workers(shop, any_db_url)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert err.count("run the same command again to resume") == 1
-    [row] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
+    [row] = json.loads(run_cli("status", "--db", any_db_url, "--json").stdout)
     assert row["leased"] == 0 and 0 < row["done"] < 525  # all given back, none lost
     final = run_cli(*args)
     assert final.returncode == 0, final.stderr
-    check_catalogue(site, db_url)
+    check_catalogue(site, any_db_url)
     assert get_json(f"{site.url}/stats")["repeated"] == 0  # a graceful stop repeats nothing
 
 
 def test_a_second_ctrl_c_aborts_every_worker_and_says_interrupted(
-    shop: Callable[..., ShopThread], db_url: str
+    shop: Callable[..., ShopThread], any_db_url: str
 ) -> None:
-    site, args, proc, _ = start_workers(shop, db_url)
+    site, args, proc, _ = start_workers(shop, any_db_url)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
@@ -118,18 +129,18 @@ def test_a_second_ctrl_c_aborts_every_worker_and_says_interrupted(
     assert "worker" not in err  # aborted on request: no worker is reported as failed
     final = run_cli(*args)
     assert final.returncode == 0, final.stderr
-    check_catalogue(site, db_url)
+    check_catalogue(site, any_db_url)
 
 
 def test_a_killed_worker_is_taken_over_by_the_others(
-    shop: Callable[..., ShopThread], db_url: str
+    shop: Callable[..., ShopThread], any_db_url: str
 ) -> None:
-    site, _, proc, workers = start_workers(shop, db_url)
+    site, _, proc, workers = start_workers(shop, any_db_url)
     os.kill(workers[0], signal.SIGKILL)  # as if the OOM killer chose it
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err  # the crawl still completed...
     assert "was killed by signal 9" in err  # ...and says what happened
-    row = check_catalogue(site, db_url)
+    row = check_catalogue(site, any_db_url)
     assert row["leased"] == 0
     assert get_json(f"{site.url}/stats")["repeated"] <= CONCURRENCY
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import json
 import os
 import signal
@@ -22,7 +23,7 @@ from crashsafe.cli.options import db_option, fmt_seconds, group_errors, open_db
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.errors import ConfigError
 from crashsafe.files import atomic_text
-from crashsafe.store import CrawlStats, Store, StoredRecord
+from crashsafe.store import CrawlStats, Store, StoredRecord, WorkerInfo
 from crashsafe.text import csv_cell, printable
 
 if TYPE_CHECKING:
@@ -100,9 +101,10 @@ def report_result(result: CrawlResult, db_url: str) -> None:
     default=1,
     show_default=True,
     type=click.IntRange(min=1),
-    help="Crawl processes (e.g. one per core), each with --concurrency pages; SQLite only.",
+    help="Crawl processes (e.g. one per core), each with --concurrency pages.",
 )
 @click.option("--store-fd", type=int, hidden=True)  # a worker of --workers: its store socket
+@click.option("--parent-fd", type=int, hidden=True)  # a worker of --workers: see workers.py
 @click.option("--no-progress", is_flag=True, help="No live progress line.")
 def crawl(
     spider: str,
@@ -114,6 +116,7 @@ def crawl(
     sets: tuple[str, ...],
     workers: int,
     store_fd: int | None,
+    parent_fd: int | None,
     no_progress: bool,
 ) -> None:
     """Crawl with SPIDER (path/file.py[:Class] or module:Class) until nothing is left.
@@ -124,6 +127,10 @@ def crawl(
     from crashsafe.crawl.engine import Crawler
     from crashsafe.crawl.loader import load_spider
 
+    if parent_fd is not None:
+        from crashsafe.cli.workers import stop_with_parent
+
+        stop_with_parent(parent_fd)
     spider_cls = load_spider(spider)
     overrides = parse_sets(sets)
     options = {
@@ -136,11 +143,11 @@ def crawl(
     progress = not no_progress and sys.stderr.isatty()
     store = open_db(db_url, create=True)
     if workers > 1:
-        if not db_url.startswith("sqlite:") or os.name != "posix":
+        if os.name != "posix":
             store.close()
             raise ConfigError(
-                "--workers needs an sqlite: database on Linux or macOS; elsewhere, start "
-                "`crashsafe crawl` once per worker on the same database"
+                "--workers needs Linux or macOS; elsewhere, start `crashsafe crawl` once "
+                "per worker on the same database"
             )
         args = [spider, "--db", db_url, *(f"--start-url={u}" for u in start_urls)]
         args += [f"--set={pair}" for pair in sets]
@@ -160,7 +167,7 @@ def crawl(
         result = aio.run(crawler.run())
     finally:
         store.close()
-    if store_fd is not None:  # a worker: the command that started it reports
+    if parent_fd is not None:  # a worker: the command that started it reports
         sys.exit(130 if result.interrupted else 0)
     report_result(result, db_url)
 
@@ -172,7 +179,8 @@ def run_as_workers(store: Store, crawl: str, n: int, args: list[str], progress: 
     from crashsafe.store.process import how_it_ended
 
     started = time.monotonic()
-    codes = run_workers(n, args, store.url, progress=progress)
+    serve = store.url.startswith("sqlite:")  # PostgreSQL: each worker connects itself
+    codes = run_workers(n, args, store.url, progress=progress, serve_store=serve)
     stats = store.stats(crawl)
     # A worker exits 130 after a Ctrl-C; a second Ctrl-C may catch it after its own
     # handler is gone, and the signal itself ends it: an interruption too, not a failure.
@@ -212,6 +220,21 @@ def stats_table(rows: list[CrawlStats]) -> Table:
     return table
 
 
+def workers_table(workers: list[WorkerInfo]) -> Table:
+    from rich.table import Table
+
+    table = Table(title="workers")
+    for col in ["crawl", "host", "pid", "started", "alive", "leases held", "pages committed"]:
+        table.add_column(col, justify="right" if col in {"pid", "leases held"} else "left")
+    for w in workers:
+        alive = "yes" if w.alive else "no (dead: its leases come back at the next claim)"
+        table.add_row(
+            w.crawl, printable(w.host), str(w.pid), _iso(w.started_at), alive,
+            f"{w.leases:,}", f"{w.pages:,}",
+        )  # fmt: skip
+    return table
+
+
 def crawl_names(store: Store, crawl: str | None) -> list[str]:
     names = store.crawls()
     if crawl is not None:
@@ -226,10 +249,12 @@ def crawl_names(store: Store, crawl: str | None) -> list[str]:
 @click.option("--crawl", "crawl_name", help="Only this crawl.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(db_url: str, crawl_name: str | None, as_json: bool) -> None:
-    """Per crawl: URLs by state, records, lease grants, requests and repeats."""
+    """Per crawl: URLs by state, records, lease grants, requests and repeats; and the
+    workers: alive, or dead while still holding leases."""
     store = open_db(db_url, readonly=True)
     try:
         rows = [store.stats(name) for name in crawl_names(store, crawl_name)]
+        workers = store.workers(crawl_name)
     finally:
         store.close()
     if as_json:
@@ -237,6 +262,11 @@ def status(db_url: str, crawl_name: str | None, as_json: bool) -> None:
         for s in rows:
             item = {k: getattr(s, k) for k in s.__dataclass_fields__}
             item["known"], item["requests_per_record"] = s.known, s.requests_per_record
+            item["workers"] = [
+                {**dataclasses.asdict(w), "started_at": _iso(w.started_at)}
+                for w in workers
+                if w.crawl == s.crawl
+            ]
             out.append(item)
         click.echo(json.dumps(out, indent=2))
     elif not rows:
@@ -245,7 +275,10 @@ def status(db_url: str, crawl_name: str | None, as_json: bool) -> None:
         # Piped output keeps whole column names instead of the 80-column default.
         from rich.console import Console
 
-        Console(width=None if sys.stdout.isatty() else 160).print(stats_table(rows))
+        console = Console(width=None if sys.stdout.isatty() else 160)
+        console.print(stats_table(rows))
+        if workers:
+            console.print(workers_table(workers))
 
 
 def _iso(ts: float) -> str:

@@ -1,56 +1,73 @@
-"""``crashsafe crawl --workers N``: N crawl processes for the cores, one store server.
+"""``crashsafe crawl --workers N``: N crawl processes for the cores.
 
-The command's own process starts N ``crashsafe crawl`` processes, each given one end of a
-socket pair, and serves their store calls itself (``store.process.serve``): one writer,
-so the workers never wait on each other's SQLite lock. Each worker is a full crawler with
-its own leases and liveness lock, so the guarantee is per worker as always: a kill costs
-at most ``concurrency + lease_ahead`` pages per worker.
+The command's own process starts N ``crashsafe crawl`` processes. On SQLite each is given
+one end of a socket pair, and this process serves their store calls itself
+(``store.process.serve``): one writer, so the workers never wait on each other's SQLite
+lock. On PostgreSQL each worker opens its own connection (the server takes their
+transactions side by side) and this process only waits for them. Each worker is a full
+crawler with its own leases and liveness lock, so the guarantee is per worker as always:
+a kill costs at most ``concurrency + lease_ahead`` pages per worker.
 
 Signals: the workers run in sessions of their own, so a Ctrl-C in the terminal reaches
 this process only, which passes each SIGINT/SIGTERM on to every worker once (a second
-Ctrl-C aborts them, as for one crawl). If this process is killed, the workers see their
-store socket close and stop; if a worker dies, its store is closed, which frees its
-liveness lock, and the others take over its URLs.
+Ctrl-C aborts them, as for one crawl). If this process is killed, the workers stop too:
+each holds the read end of a pipe whose write end only this process has, and stops
+gracefully when it reads end-of-file (on SQLite their store socket closes as well). If
+a worker dies, its liveness lock dies with it, and the others take over its URLs.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from types import FrameType
 
 from crashsafe.store.process import serve
 
 
-def run_workers(n: int, crawl_args: Sequence[str], db_url: str, *, progress: bool) -> list[int]:
+def run_workers(
+    n: int, crawl_args: Sequence[str], db_url: str, *, progress: bool, serve_store: bool = True
+) -> list[int]:
     """Run ``crashsafe crawl *crawl_args`` in ``n`` processes, serve their store at
-    ``db_url`` until all have ended, and return their exit codes (negative: a signal).
-    The first worker shows the progress line when ``progress`` is true."""
-    pairs = [socket.socketpair() for _ in range(n)]
+    ``db_url`` (``serve_store``; else each opens its own) until all have ended, and
+    return their exit codes (negative: a signal). The first worker shows the progress
+    line when ``progress`` is true."""
+    pairs = [socket.socketpair() for _ in range(n)] if serve_store else []
+    life, ours = os.pipe()  # ours is never written: the workers read EOF when we die
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        for i, (_, theirs) in enumerate(pairs):
-            cmd = [sys.executable, "-m", "crashsafe", "crawl", *crawl_args,
-                   "--store-fd", str(theirs.fileno())]  # fmt: skip
+        for i in range(n):
+            cmd = [sys.executable, "-m", "crashsafe", "crawl", *crawl_args]
+            cmd += ["--parent-fd", str(life)]
+            fds: tuple[int, ...] = (life,)
+            if serve_store:
+                fds += (pairs[i][1].fileno(),)
+                cmd += ["--store-fd", str(fds[1])]
             if i or not progress:
                 cmd.append("--no-progress")
             procs.append(
                 subprocess.Popen(
                     cmd,
-                    pass_fds=(theirs.fileno(),),
+                    pass_fds=fds,
                     stdin=subprocess.DEVNULL,
                     start_new_session=True,  # signals reach them through us, once
                 )
             )
-            theirs.close()  # theirs now: its end closes when the worker ends
+            if serve_store:
+                pairs[i][1].close()  # theirs now: its end closes when the worker ends
     except BaseException:
         for proc in procs:
             proc.kill()
             proc.wait()
+        os.close(ours)
         raise
+    finally:
+        os.close(life)
 
     interrupted = False
 
@@ -63,7 +80,8 @@ def run_workers(n: int, crawl_args: Sequence[str], db_url: str, *, progress: boo
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        serve([ours for ours, _ in pairs], db_url)
+        if serve_store:
+            serve([ours for ours, _ in pairs], db_url)
         return [proc.wait() for proc in procs]
     finally:
         for sig, handler in previous.items():
@@ -71,7 +89,26 @@ def run_workers(n: int, crawl_args: Sequence[str], db_url: str, *, progress: boo
             # (the second of a double Ctrl-C, after the workers are gone) must not kill
             # it half-way through its summary.
             signal.signal(sig, signal.SIG_IGN if interrupted else handler)
-        for proc in procs:  # only if serving failed: they cannot commit without us
+        for proc in procs:  # only if serving (or waiting) failed
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        os.close(ours)
+
+
+def stop_with_parent(fd: int) -> None:
+    """In a worker: stop gracefully (SIGTERM to itself) once the command that started it
+    is gone, however it went (``fd`` is the read end of its pipe)."""
+
+    def watch() -> None:
+        while True:
+            try:
+                if not os.read(fd, 1):
+                    break
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="crashsafe-parent", daemon=True).start()

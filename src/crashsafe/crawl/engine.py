@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 import socket
 import sys
 import time
@@ -263,7 +264,7 @@ class Crawler:
             await self._db.close()
 
     async def _run(self, started: float) -> CrawlResult:
-        self.owner = await self._call(self.store.register_worker, self.crawl)
+        self.owner = await self._call(self.store.register_worker, self.crawl, pid=os.getpid())
         await self._call(self.store.reclaim_dead_workers, self.crawl)
         from crashsafe.crawl.addresses import AddressGuard, GuardedResolver
         from crashsafe.crawl.allow import LinkFilter, host_and_port

@@ -288,9 +288,10 @@ class Store(Protocol):
     def close(self) -> None: ...
 
     # -- workers -------------------------------------------------------------------------
-    def register_worker(self, crawl: str = "") -> str:
+    def register_worker(self, crawl: str = "", *, pid: int | None = None) -> str:
         """Take a liveness lock that dies with this process (or its database session);
-        return the owner id. ``crawl`` is only shown by :meth:`workers`."""
+        return the owner id. ``crawl`` and ``pid`` (the crawl's process, which may not
+        be the store's: default this one) are what :meth:`workers` shows."""
         ...
 
     def unregister_worker(self) -> None: ...

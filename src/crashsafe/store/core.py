@@ -136,7 +136,7 @@ class SQLStore:
         raise NotImplementedError
 
     # -- workers -------------------------------------------------------------------------
-    def register_worker(self, crawl: str = "") -> str:
+    def register_worker(self, crawl: str = "", *, pid: int | None = None) -> str:
         if self._owner is not None:
             return self._owner
         owner = new_owner_id()
@@ -147,7 +147,7 @@ class SQLStore:
                 self._forget_dead_workers(tx, crawl)
                 tx.run(
                     "add_worker",
-                    {"owner": owner, "crawl": crawl, "host": host, "pid": os.getpid(),
+                    {"owner": owner, "crawl": crawl, "host": host, "pid": pid or os.getpid(),
                      "now": self._now()},
                 )  # fmt: skip
                 self._take_liveness(owner, tx)

@@ -56,8 +56,8 @@ class LockDir:
         if owner in self._held:
             return True
         path = self._path(owner)
-        try:
-            fd = open_private(path, os.O_RDWR, follow=False)
+        try:  # read-only: the question is asked by read-only commands too (status)
+            fd = open_private(path, os.O_RDONLY, follow=False)
         except FileNotFoundError:
             return False
         try:
@@ -65,7 +65,7 @@ class LockDir:
         except BlockingIOError:
             return True
         else:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):  # (a read-only file system keeps it)
                 path.unlink()
             return False
         finally:

@@ -1,0 +1,47 @@
+"""`crashsafe status` lists the workers: host, pid, started, alive, leases, pages."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from crashsafe.demo.shop import ShopThread
+from tests.helpers import get_json, run_cli, start_cli, wait_for
+from tests.integration.test_cli import crawl_args
+
+
+def status(db_url: str) -> dict[str, Any]:
+    result = run_cli("status", "--db", db_url, "--json")
+    assert result.returncode == 0, result.stderr
+    [row] = json.loads(result.stdout)
+    return row  # type: ignore[no-any-return]
+
+
+def test_status_lists_live_and_dead_workers(
+    shop: Callable[..., ShopThread], any_db_url: str
+) -> None:
+    site = shop(listings=25, per_listing=20, latency_ms=50)
+    args = crawl_args(site, any_db_url, "--concurrency", "4")
+    proc = start_cli(*args)
+    try:
+        wait_for(lambda: get_json(f"{site.url}/stats")["requests"] >= 20)
+        wait_for(lambda: bool(status(any_db_url)["workers"]))
+        [worker] = status(any_db_url)["workers"]
+        assert worker["alive"] and worker["crawl"] == "demo-shop" and worker["host"]
+        assert worker["pid"] == proc.pid and worker["started_at"].startswith("20")
+        assert 0 < worker["leases"] <= 4 and worker["pages"] > 0
+        table = run_cli("status", "--db", any_db_url).stdout
+        assert "workers" in table and "leases held" in table and str(worker["pid"]) in table
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    # Killed: shown as dead while it still holds leases (nobody has taken them back yet).
+    wait_for(lambda: not status(any_db_url)["workers"][0]["alive"])
+    [dead] = status(any_db_url)["workers"]
+    assert dead["pid"] == worker["pid"] and dead["leases"] > 0
+    final = run_cli(*args)
+    assert final.returncode == 0, final.stderr
+    row = status(any_db_url)
+    assert row["done"] == 525 and row["workers"] == []  # finished workers are not listed
