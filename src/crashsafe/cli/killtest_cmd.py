@@ -82,6 +82,13 @@ def parse_window(text: str) -> tuple[float, float]:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Every figure.")
 @click.option("--chart", "chart_path", type=click.Path(dir_okay=False), help=".svg or .html")
 @click.option("--keep", type=click.Path(file_okay=False), help="Keep the databases here.")
+@click.option(
+    "--db",
+    "db",
+    metavar="postgresql://...",
+    help="Run crashsafe on this PostgreSQL database (a schema per run, dropped at the end "
+    "unless --keep) instead of SQLite files.",
+)
 def killtest(
     mode: str,
     runs: int,
@@ -101,6 +108,7 @@ def killtest(
     json_path: str | None,
     chart_path: str | None,
     keep: str | None,
+    db: str | None,
 ) -> None:
     """Kill a naive scraper and crashsafe at the same random moments; compare what they store.
 
@@ -115,6 +123,7 @@ def killtest(
             "--tracking": tracking, "--dup-links": dup_links,
             "--error-rate": error_rate > 0, "--chart": chart_path is not None,
             "--listings/--per-listing": (listings, per_listing) != (25, 20),
+            "--db": db is not None,
         }  # fmt: skip
         given = [name for name, used in crawl_only.items() if used]
         if given:
@@ -136,6 +145,7 @@ def killtest(
         lease_ahead=lease_ahead,
         workers=workers,
         sig=signal.Signals[f"SIG{sig_name}"],
+        db=check_db(db),
         shop=ShopOptions(
             listings=listings,
             per_listing=per_listing,
@@ -159,6 +169,20 @@ def killtest(
         write_chart(result, Path(chart_path))
         click.echo(f"chart written to {chart_path}", err=True)
     sys.exit(0 if result.holds else 1)
+
+
+def check_db(db: str | None) -> str | None:
+    """``--db``: a PostgreSQL URL that opens (the kill test's own SQLite files otherwise)."""
+    if db is None:
+        return None
+    if not db.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(
+            f"--db {db!r}: give a postgresql:// database (SQLite is the default, one file per run)"
+        )
+    from crashsafe.store import open_store
+
+    open_store(db).close()  # a clear error now rather than a failed calibration
+    return db
 
 
 def batch_killtest(

@@ -24,7 +24,7 @@ from crashsafe.killtest.runner import (
     request_schedule,
     run_one,
 )
-from crashsafe.killtest.scrapers import CrashsafeScraper, NaiveScraper
+from crashsafe.killtest.scrapers import CrashsafeScraper, NaiveScraper, Scraper
 
 __all__ = ["KillTestOptions", "KillTestResult", "run_killtest"]
 
@@ -40,6 +40,7 @@ class KillTestOptions:
     workers: int = 1
     sig: signal.Signals = signal.SIGKILL
     shop: ShopOptions = field(default_factory=lambda: ShopOptions(latency_ms=10.0))
+    db: str | None = None  # a PostgreSQL database for crashsafe (default: SQLite files)
 
     def __post_init__(self) -> None:
         low, high = self.kill_window
@@ -99,43 +100,61 @@ def run_killtest(
     on_progress: Callable[[str], None] = lambda _msg: None,
 ) -> KillTestResult:
     """Run the whole experiment; ``on_progress`` receives one line per step."""
-    crashsafe = CrashsafeScraper(concurrency=options.concurrency, lease_ahead=options.lease_ahead)
+    crashsafe = CrashsafeScraper(
+        concurrency=options.concurrency, lease_ahead=options.lease_ahead, db=options.db
+    )
     scrapers = [NaiveScraper(), crashsafe]
     with tempfile.TemporaryDirectory(prefix="crashsafe-killtest-") as tmp:
         root = workdir or Path(tmp)
-        with ShopProcess(options.shop) as shop:
-            catalogue = shop.catalogue()
-            on_progress(f"demo shop at {shop.url}: {options.shop.pages} pages")
-            cal = calibrate(crashsafe, shop, root / "calibration")
-            on_progress(
-                f"calibration: crashsafe starts in {cal.startup:.2f} s and crawls in "
-                f"{cal.crawl:.2f} s uninterrupted"
+        try:
+            return _run_all(options, scrapers, crashsafe, root, on_progress)
+        finally:
+            if workdir is None:  # --keep keeps the PostgreSQL schemas too
+                for folder in sorted(root.iterdir()):
+                    if folder.name == "calibration" or folder.name.endswith(crashsafe.name):
+                        crashsafe.cleanup(folder)
+
+
+def _run_all(
+    options: KillTestOptions,
+    scrapers: list[Scraper],
+    crashsafe: CrashsafeScraper,
+    root: Path,
+    on_progress: Callable[[str], None],
+) -> KillTestResult:
+    with ShopProcess(options.shop) as shop:
+        catalogue = shop.catalogue()
+        on_progress(f"demo shop at {shop.url}: {options.shop.pages} pages")
+        cal = calibrate(crashsafe, shop, root / "calibration")
+        on_progress(
+            f"calibration: crashsafe starts in {cal.startup:.2f} s and crawls in "
+            f"{cal.crawl:.2f} s uninterrupted"
+        )
+        result = KillTestResult(options, cal)
+        for run in range(options.runs):
+            schedule = request_schedule(
+                kills=options.kills,
+                workers=options.workers,
+                window=options.kill_window,
+                pages=options.shop.pages,
+                seed=options.seed * 1000 + run,
             )
-            result = KillTestResult(options, cal)
-            for run in range(options.runs):
-                schedule = request_schedule(
-                    kills=options.kills,
-                    workers=options.workers,
-                    window=options.kill_window,
-                    pages=options.shop.pages,
-                    seed=options.seed * 1000 + run,
+            outcomes = {}
+            for scraper in scrapers:
+                out = run_one(
+                    scraper,
+                    shop,
+                    root / f"run{run + 1}-{scraper.name}",
+                    schedule,
+                    catalogue,
+                    sig=options.sig,
+                    tag=f"-r{run + 1}",
                 )
-                outcomes = {}
-                for scraper in scrapers:
-                    out = run_one(
-                        scraper,
-                        shop,
-                        root / f"run{run + 1}-{scraper.name}",
-                        schedule,
-                        catalogue,
-                        sig=options.sig,
-                        tag=f"-r{run + 1}",
-                    )
-                    outcomes[scraper.name] = out
-                    on_progress(
-                        f"run {run + 1}/{options.runs} {scraper.name}: {out.rows} rows, "
-                        f"{out.requests} requests, {out.kills_landed} kills landed, "
-                        f"{out.seconds:.1f} s"
-                    )
-                result.runs.append(outcomes)
+                outcomes[scraper.name] = out
+                on_progress(
+                    f"run {run + 1}/{options.runs} {scraper.name}: {out.rows} rows, "
+                    f"{out.requests} requests, {out.kills_landed} kills landed, "
+                    f"{out.seconds:.1f} s"
+                )
+            result.runs.append(outcomes)
     return result

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import re
 import sqlite3
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from crashsafe.demo.spider import DemoShop
+from crashsafe.errors import StoreError
 from crashsafe.store import open_store
 
 Row = tuple[str | None, str | None, str | None]  # sku, name, price
@@ -23,6 +26,9 @@ class Scraper:
 
     def rows(self, workdir: Path) -> list[Row]:
         raise NotImplementedError
+
+    def cleanup(self, workdir: Path) -> None:
+        """Remove what a run stored outside ``workdir`` (nothing, unless said so)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,15 +55,28 @@ class NaiveScraper(Scraper):
 
 @dataclass(frozen=True, slots=True)
 class CrashsafeScraper(Scraper):
-    """``crashsafe crawl`` of the demo spider."""
+    """``crashsafe crawl`` of the demo spider, on an SQLite file in the run's folder, or
+    on a schema of its own (``killtest_<pid>_<run>``) in the PostgreSQL database ``db``."""
 
     name: str = "crashsafe"
     concurrency: int = 4
     lease_ahead: int = 0
     backoff_base: float = 0.1
+    db: str | None = None
 
     def db_url(self, workdir: Path) -> str:
-        return f"sqlite:///{workdir / 'crashsafe.db'}"
+        if self.db is None:
+            return f"sqlite:///{workdir / 'crashsafe.db'}"
+        from crashsafe.store.postgres import with_schema
+
+        run = re.sub(r"[^a-z0-9_]", "_", workdir.name.lower())
+        return with_schema(self.db, f"killtest_{os.getpid()}_{run}"[:63])
+
+    def cleanup(self, workdir: Path) -> None:
+        if self.db is not None:
+            from crashsafe.store.postgres import drop_schema
+
+            drop_schema(self.db_url(workdir))
 
     def command(self, shop_url: str, workdir: Path, agent: str) -> list[str]:
         return [
@@ -69,9 +88,12 @@ class CrashsafeScraper(Scraper):
         ]  # fmt: skip
 
     def rows(self, workdir: Path) -> list[Row]:
-        if not (workdir / "crashsafe.db").exists():
+        if self.db is None and not (workdir / "crashsafe.db").exists():
             return []
-        store = open_store(self.db_url(workdir))
+        try:
+            store = open_store(self.db_url(workdir), readonly=True)
+        except StoreError:  # killed before it stored anything
+            return []
         try:
             return [
                 (r.key, r.data.get("name"), r.data.get("price"))

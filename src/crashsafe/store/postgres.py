@@ -65,6 +65,22 @@ def split_url(url: str) -> tuple[str, str]:
     return parts._replace(scheme=scheme, query=urlencode(rest)).geturl(), schema
 
 
+def with_schema(url: str, schema: str) -> str:
+    """``url`` naming ``schema`` (replacing a ``?schema=`` it had)."""
+    parts = urlsplit(url)
+    options = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "schema"]
+    return parts._replace(query=urlencode([*options, ("schema", schema)])).geturl()
+
+
+def drop_schema(url: str) -> None:
+    """Drop the schema ``url`` names, with everything in it (tests, the kill test)."""
+    conninfo, schema = split_url(url)
+    if schema == "public":
+        raise ConfigError(f"{masked(url)}: refusing to drop the public schema")
+    with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 class _Tx:
     """A transaction on the store's connection, running its named queries."""
 
