@@ -252,3 +252,27 @@ def test_a_full_disk_is_one_line_and_the_resume_repairs_the_torn_line(small_disk
     assert found.corrupt == 0 and not found.torn_tail
     ids = [i for line in found.lines for i in line["ids"]]
     assert len(ids) == len(set(ids)) == 200  # each item once
+
+
+def test_a_read_only_checkpoint_or_lock_path_is_one_line_naming_the_file(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    cp = small_disk / "out.jsonl"
+    locked_out = small_disk / "held.jsonl"  # the checkpoint writable, its lock file not
+    locked_out.touch()
+    writable = tmp_path / "held.jsonl"
+    writable.touch()
+    # permission bits do not stop root; a read-only mount does
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    subprocess.run(["mount", "--bind", str(writable), str(locked_out)], check=True)
+    try:
+        for checkpoint, named in [(cp, cp), (locked_out, small_disk / "held.jsonl.lock")]:
+            result = run_cli("batch", "run", str(SAMPLE), "--checkpoint", str(checkpoint),
+                             "--task", TASK)  # fmt: skip
+            assert result.returncode == 1, result.stderr
+            assert "Traceback" not in result.stderr
+            [line] = result.stderr.splitlines()
+            assert f"cannot write {named}: Read-only file system" in line, line
+    finally:
+        subprocess.run(["umount", str(locked_out)], check=True)
+    assert writable.read_bytes() == b""  # nothing written where the lock could not be taken
