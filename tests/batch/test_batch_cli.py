@@ -276,3 +276,30 @@ def test_a_read_only_checkpoint_or_lock_path_is_one_line_naming_the_file(
     finally:
         subprocess.run(["umount", str(locked_out)], check=True)
     assert writable.read_bytes() == b""  # nothing written where the lock could not be taken
+
+
+def test_wrong_typed_lines_are_corrupt_for_report_and_run_which_name_them(
+    tmp_path: Path,
+) -> None:
+    cp = tmp_path / "counts.jsonl"
+    args = ["batch", "run", str(SAMPLE), "--checkpoint", str(cp), "--task", TASK]
+    assert run_cli(*args).returncode == 0
+    lines = cp.read_text().splitlines()  # 20 batches of 10
+    lines[1] = json.dumps({**json.loads(lines[1]), "usage": [1]})
+    lines[4] = json.dumps({**json.loads(lines[4]), "ids": [["x"]] * 10})
+    cp.write_text("\n".join(lines) + "\n")
+    dead = tmp_path / "counts.failed.jsonl"  # a dead letter with wrong types too
+    dead.write_text(
+        json.dumps({"ids": [["z"]], "error": "e", "usage": [1]}) + "\n"
+        + json.dumps({"ids": ["gone"], "error": "e", "usage": {"prompt_tokens": 1e400}}) + "\n"
+        + '{"ids": ["gone2"], "error": "e", "usage": {"prompt_tokens": Infinity}}\n'
+    )  # fmt: skip
+    report = run_cli("batch", "report", str(cp), "--format", "json")
+    assert report.returncode == 0, report.stderr
+    summary = json.loads(report.stdout)["summary"]
+    assert (summary["items"], summary["corrupt_lines"], summary["failed_not_done"]) == (180, 2, 2)
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr
+    assert f"warning: 2 corrupt line(s) in {cp} skipped (lines 2, 5)" in again.stderr
+    assert "180 already done, 20 to do in 2 batches" in again.stderr
+    assert len(scan(cp).done_ids()) == 200
