@@ -3,13 +3,13 @@ free port instead of 8800, everything else word for word, offline."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shlex
-import signal
 import subprocess
 from pathlib import Path
 
-from tests.helpers import CLI, cli_env, wait_for
+from tests.helpers import CLI, cli_env, reaped, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT = "8800"  # the README's port, replaced by the one the stand-in is given
@@ -28,11 +28,9 @@ def bound_port(log: Path) -> str | None:
 
 
 def start_server(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    """Start ``crashsafe *args`` with stderr in ``log``; return once it says its port."""
+    """Start ``crashsafe *args`` with stderr in ``log``."""
     with log.open("w") as out:
-        server = subprocess.Popen([*CLI, *args], cwd=log.parent, stderr=out, env=cli_env())
-    wait_for(lambda: bound_port(log) is not None or server.poll() is not None)
-    return server
+        return subprocess.Popen([*CLI, *args], cwd=log.parent, stderr=out, env=cli_env())
 
 
 def test_the_readme_batch_example_runs_as_written(tmp_path: Path) -> None:
@@ -45,13 +43,14 @@ def test_the_readme_batch_example_runs_as_written(tmp_path: Path) -> None:
     ]
     (tmp_path / "src").symlink_to(ROOT / "src")  # the README runs from the repository
     log = tmp_path / "llm-server.log"
-    server: subprocess.Popen[bytes] | None = None
     port = PORT
-    try:
+    with contextlib.ExitStack() as started:
         for words in commands:
             args = [w.replace(f"127.0.0.1:{PORT}", f"127.0.0.1:{port}") for w in words[1:]]
             if args[-1] == "&":  # the stand-in, in the background, on a free port
-                server = start_server([("0" if w == PORT else w) for w in args[:-1]], log)
+                args = [("0" if w == PORT else w) for w in args[:-1]]
+                server = started.enter_context(reaped(start_server(args, log)))
+                wait_for(lambda s=server: bound_port(log) is not None or s.poll() is not None)
                 port = bound_port(log) or ""
                 assert port, log.read_text()
                 continue
@@ -61,11 +60,3 @@ def test_the_readme_batch_example_runs_as_written(tmp_path: Path) -> None:
             )  # fmt: skip
             assert result.returncode == 0, (words, result.stdout, result.stderr)
         assert "200" in result.stdout and "items (one row per id)" in result.stdout
-    finally:
-        if server is not None:
-            server.send_signal(signal.SIGINT)  # by its PID: the stand-in this test started
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
