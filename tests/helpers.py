@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+P = TypeVar("P", bound="subprocess.Popen[Any]")
 
 CLI = [sys.executable, "-m", "crashsafe"]
 
@@ -28,6 +31,23 @@ def start_cli(*args: str) -> subprocess.Popen[str]:
         text=True,
         env=cli_env(),
     )
+
+
+@contextlib.contextmanager
+def reaped(proc: P) -> Iterator[P]:
+    """``proc`` for the block; on the way out, if it still runs (the test failed half-way),
+    it is killed by its PID and waited for, so no failing test leaves a child behind."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        try:
+            proc.wait(timeout=30)
+        finally:
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
 
 
 def cli_env() -> dict[str, str]:

@@ -15,7 +15,7 @@ import pytest
 
 from crashsafe.batch.checkpoint import scan
 from crashsafe.batch.testserver import LLMServerOptions, LLMServerThread
-from tests.helpers import CLI, cli_env, run_cli, wait_for
+from tests.helpers import CLI, cli_env, reaped, run_cli, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = f"{ROOT / 'examples' / 'word_count.py'}:count_words"
@@ -68,10 +68,10 @@ def test_shards_merge_in_the_report(tmp_path: Path) -> None:
 def test_sigint_finishes_in_flight_batches_then_resumes(tmp_path: Path) -> None:
     cp = tmp_path / "counts.jsonl"
     args = ["batch", "run", str(SAMPLE), "--checkpoint", str(cp), "--task", TASK]
-    proc = start(*args, "--concurrency", "2", sleep=0.3)
-    wait_for(lambda: cp.exists() and lines_in(cp) >= 2, timeout=30)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    with reaped(start(*args, "--concurrency", "2", sleep=0.3)) as proc:
+        wait_for(lambda: cp.exists() and lines_in(cp) >= 2, timeout=30)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert "Interrupted: run the same command again to resume." in err
     written = lines_in(cp)
@@ -85,15 +85,11 @@ def test_sigint_finishes_in_flight_batches_then_resumes(tmp_path: Path) -> None:
 def test_a_second_run_on_the_same_checkpoint_is_refused(tmp_path: Path) -> None:
     cp = tmp_path / "counts.jsonl"
     args = ["batch", "run", str(SAMPLE), "--checkpoint", str(cp), "--task", TASK]
-    proc = start(*args, "--concurrency", "1", sleep=0.5)
-    try:
+    with reaped(start(*args, "--concurrency", "1", sleep=0.5)):
         wait_for(lambda: cp.exists(), timeout=30)
         second = run_cli(*args)
         assert second.returncode == 1
         assert "is in use by pid" in second.stderr and "Traceback" not in second.stderr
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_failing_task_exits_non_zero_and_keeps_nothing_half_done(tmp_path: Path) -> None:
@@ -138,14 +134,14 @@ def test_ten_sigkills_then_exactly_200_rows_and_bounded_repaid_items(tmp_path: P
         kills = 0
         for _ in range(10):
             before = server.server.requests
-            proc = start(*args)
-            wait_for(lambda b=before: server.server.requests > b, timeout=30)
-            time.sleep(rng.uniform(0.0, 0.3))
-            if proc.poll() is not None:
-                break
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            kills += 1
+            with reaped(start(*args)) as proc:
+                wait_for(lambda b=before: server.server.requests > b, timeout=30)
+                time.sleep(rng.uniform(0.0, 0.3))
+                if proc.poll() is not None:
+                    break
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                kills += 1
         final = subprocess.run(
             [*CLI, *args], capture_output=True, text=True, env=cli_env(), timeout=120
         )
@@ -178,16 +174,14 @@ def test_a_closed_pipe_does_not_end_the_job(tmp_path: Path) -> None:
     with LLMServerThread() as server:
         args = ["batch", "classify", str(src), "--checkpoint", str(cp), "--batch-size", "5",
                 "--labels", "positive,negative", "--base-url", server.base_url]  # fmt: skip
-        proc = subprocess.Popen(
-            [*CLI, *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=cli_env(),
+        popen = subprocess.Popen(
+            [*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=cli_env()
         )
-        assert proc.stdout is not None
-        proc.stdout.readline()  # like `| head -1`: read one line, then go away
-        proc.stdout.close()
-        assert proc.wait(120) == 0
+        with reaped(popen) as proc:
+            assert proc.stdout is not None
+            proc.stdout.readline()  # like `| head -1`: read one line, then go away
+            proc.stdout.close()
+            assert proc.wait(120) == 0
     lines = [json.loads(x) for x in cp.read_text().splitlines()]
     assert sum(len(x["ids"]) for x in lines) == 40
 
@@ -210,14 +204,15 @@ def test_ctrl_c_stops_within_the_grace_period_even_when_calls_take_longer(
     cp = tmp_path / "out.jsonl"
     args = ["batch", "run", str(src), "--checkpoint", str(cp), "--task", f"{task}:slow",
             "--batch-size", "5", "--concurrency", "2", "--grace-seconds", "1"]  # fmt: skip
-    proc = subprocess.Popen(
+    popen = subprocess.Popen(
         [*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env()
     )
-    wait_for(marker.exists, timeout=60)
-    started = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=50)
-    stopped_in = time.monotonic() - started
+    with reaped(popen) as proc:
+        wait_for(marker.exists, timeout=60)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=50)
+        stopped_in = time.monotonic() - started
     assert proc.returncode == 130, err
     assert "did not finish in the grace period: not written" in err
     assert stopped_in < 30  # the grace period (1 s) and start-up, not the 60 s call
@@ -252,3 +247,54 @@ def test_a_full_disk_is_one_line_and_the_resume_repairs_the_torn_line(small_disk
     assert found.corrupt == 0 and not found.torn_tail
     ids = [i for line in found.lines for i in line["ids"]]
     assert len(ids) == len(set(ids)) == 200  # each item once
+
+
+def test_a_read_only_checkpoint_or_lock_path_is_one_line_naming_the_file(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    cp = small_disk / "out.jsonl"
+    locked_out = small_disk / "held.jsonl"  # the checkpoint writable, its lock file not
+    locked_out.touch()
+    writable = tmp_path / "held.jsonl"
+    writable.touch()
+    # permission bits do not stop root; a read-only mount does
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    subprocess.run(["mount", "--bind", str(writable), str(locked_out)], check=True)
+    try:
+        for checkpoint, named in [(cp, cp), (locked_out, small_disk / "held.jsonl.lock")]:
+            result = run_cli("batch", "run", str(SAMPLE), "--checkpoint", str(checkpoint),
+                             "--task", TASK)  # fmt: skip
+            assert result.returncode == 1, result.stderr
+            assert "Traceback" not in result.stderr
+            [line] = result.stderr.splitlines()
+            assert f"cannot write {named}: Read-only file system" in line, line
+    finally:
+        subprocess.run(["umount", str(locked_out)], check=True)
+    assert writable.read_bytes() == b""  # nothing written where the lock could not be taken
+
+
+def test_wrong_typed_lines_are_corrupt_for_report_and_run_which_name_them(
+    tmp_path: Path,
+) -> None:
+    cp = tmp_path / "counts.jsonl"
+    args = ["batch", "run", str(SAMPLE), "--checkpoint", str(cp), "--task", TASK]
+    assert run_cli(*args).returncode == 0
+    lines = cp.read_text().splitlines()  # 20 batches of 10
+    lines[1] = json.dumps({**json.loads(lines[1]), "usage": [1]})
+    lines[4] = json.dumps({**json.loads(lines[4]), "ids": [["x"]] * 10})
+    cp.write_text("\n".join(lines) + "\n")
+    dead = tmp_path / "counts.failed.jsonl"  # a dead letter with wrong types too
+    dead.write_text(
+        json.dumps({"ids": [["z"]], "error": "e", "usage": [1]}) + "\n"
+        + json.dumps({"ids": ["gone"], "error": "e", "usage": {"prompt_tokens": 1e400}}) + "\n"
+        + '{"ids": ["gone2"], "error": "e", "usage": {"prompt_tokens": Infinity}}\n'
+    )  # fmt: skip
+    report = run_cli("batch", "report", str(cp), "--format", "json")
+    assert report.returncode == 0, report.stderr
+    summary = json.loads(report.stdout)["summary"]
+    assert (summary["items"], summary["corrupt_lines"], summary["failed_not_done"]) == (180, 2, 2)
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr
+    assert f"warning: 2 corrupt line(s) in {cp} skipped (lines 2, 5)" in again.stderr
+    assert "180 already done, 20 to do in 2 batches" in again.stderr
+    assert len(scan(cp).done_ids()) == 200

@@ -113,10 +113,9 @@ def test_the_lock_follows_the_file_not_its_name(tmp_path: Path, link: str) -> No
 def test_a_line_of_the_right_shape_with_wrong_types_is_corrupt(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
     good = '{"ids": ["a"], "results": [1]}'
-    path.write_text(
-        "\n".join([good, '{"ids": [["x"]], "results": [1]}', good, '{"ids": [1], "results": [2]}'])
-        + "\n"
-    )
+    wrong = ['{"ids": [["x"]], "results": [1]}', '{"ids": [1], "results": [2]}',
+             '{"ids": ["u"], "results": [3], "usage": [1]}']  # fmt: skip
+    path.write_text("\n".join([good, wrong[0], good, wrong[1], wrong[2]]) + "\n")
     found = scan(path)
-    assert found.corrupt == 2 and found.corrupt_where() == "lines 2, 4"
+    assert found.corrupt == 3 and found.corrupt_where() == "lines 2, 4, 5"
     assert found.done_ids() == {"a"}

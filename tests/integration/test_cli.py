@@ -13,7 +13,7 @@ from pathlib import Path
 
 from crashsafe import open_store
 from crashsafe.demo.shop import ShopThread
-from tests.helpers import get_json, run_cli, start_cli, wait_for
+from tests.helpers import get_json, reaped, run_cli, start_cli, wait_for
 
 
 def crawl_args(site: ShopThread, db_url: str, *extra: str) -> list[str]:
@@ -111,10 +111,10 @@ def test_sigint_stops_gracefully_and_the_same_command_resumes(
 ) -> None:
     site = shop(listings=5, per_listing=20, latency_ms=40)
     args = crawl_args(site, db_url, "--concurrency", "4")
-    proc = start_cli(*args)
-    wait_for(lambda: get_json(f"{site.url}/stats")["requests"] >= 30)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    with reaped(start_cli(*args)) as proc:
+        wait_for(lambda: get_json(f"{site.url}/stats")["requests"] >= 30)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert "Interrupted: run the same command again to resume." in err
     [row] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
@@ -131,13 +131,13 @@ def test_sigint_stops_gracefully_and_the_same_command_resumes(
 
 def test_second_sigint_aborts_at_once(shop: Callable[..., ShopThread], db_url: str) -> None:
     site = shop(listings=1, per_listing=5, latency_ms=5000)
-    proc = start_cli(*crawl_args(site, db_url))
-    wait_for(lambda: get_json(f"{site.url}/stats")["requests"] >= 1)
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.3)
-    started = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=10)
+    with reaped(start_cli(*crawl_args(site, db_url))) as proc:
+        wait_for(lambda: get_json(f"{site.url}/stats")["requests"] >= 1)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
     assert proc.returncode == 130
     assert time.monotonic() - started < 3
     assert "Aborted" in err

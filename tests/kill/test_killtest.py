@@ -147,6 +147,20 @@ def test_batch_mode_killtest(tmp_path: Path) -> None:
         assert naive["rows"] > 200  # restarts from the first review and writes it all again
 
 
+def test_a_batch_killtest_where_no_kill_landed_says_not_tested(tmp_path: Path) -> None:
+    # kills scheduled ~75 uninterrupted jobs in: every job finishes first, none can land
+    out = tmp_path / "kb.json"
+    result = run_cli(
+        "killtest", "--mode", "batch", "--runs", "1", "--kills", "2", "--kill-window", "50:60",
+        "--latency-ms", "20", "--json", str(out),
+    )  # fmt: skip
+    assert "kills landed" in result.stdout and "0/2" in result.stdout
+    assert "crashsafe: NOT TESTED" in result.stdout and "holds" not in result.stdout
+    assert result.returncode == 1, result.stdout + result.stderr
+    data = figures(out)
+    assert (data["tested"], data["holds"]) == (False, False)
+
+
 def test_batch_mode_refuses_crawl_options() -> None:
     result = run_cli("killtest", "--mode", "batch", "--workers", "2")
     assert result.returncode == 1 and "crawl kill test only" in result.stderr

@@ -90,7 +90,14 @@ def _dead(path: Path) -> list[dict[str, Any]]:
             line = json.loads(raw)
         except ValueError:
             continue
-        if isinstance(line, dict):
+        # Wrong types (ids that are not strings, usage that is not an object) are as
+        # corrupt as a line that does not parse: skipped, never a crash of the report.
+        if (
+            isinstance(line, dict)
+            and isinstance(line.get("ids"), list)
+            and all(isinstance(i, str) for i in line["ids"])
+            and isinstance(line.get("usage", {}), dict)
+        ):
             lines.append(line)
     return lines
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -51,8 +52,9 @@ def load_task(target: str) -> Task:
 
 
 def add_usage(total: Usage, more: Usage) -> None:
+    """Add ``more``'s counts to ``total``; what is not a finite number is not a count."""
     for key, value in more.items():
-        if isinstance(value, int | float):
+        if isinstance(value, int | float) and math.isfinite(value):
             total[key] = total.get(key, 0) + int(value)
 
 

@@ -19,7 +19,7 @@ COMMANDS = {
     "status": "crawl_cmds:status",
     "failed": "failed_cmds:failed",
     "retry": "failed_cmds:retry",
-    "export": "crawl_cmds:export",
+    "export": "export_cmd:export",
     "demo-site": "demo_cmds:demo_site",
     "demo": "demo_cmds:demo",
     "killtest": "killtest_cmd:killtest",

@@ -1,9 +1,8 @@
-"""crawl, status, export."""
+"""crawl, status."""
 
 from __future__ import annotations
 
 import contextlib
-import csv
 import dataclasses
 import json
 import os
@@ -11,20 +10,17 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from crashsafe import aio
-from crashsafe.cli.options import db_option, fmt_seconds, group_errors, open_db
+from crashsafe.cli.options import db_option, fmt_seconds, group_errors, iso_time, open_db
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.errors import ConfigError
-from crashsafe.files import atomic_text
-from crashsafe.store import CrawlStats, Store, StoredRecord, WorkerInfo
-from crashsafe.text import csv_cell, printable
+from crashsafe.store import CrawlStats, Store, WorkerInfo
+from crashsafe.text import printable
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -229,7 +225,7 @@ def workers_table(workers: list[WorkerInfo]) -> Table:
     for w in workers:
         alive = "yes" if w.alive else "no (dead: its leases come back at the next claim)"
         table.add_row(
-            w.crawl, printable(w.host), str(w.pid), _iso(w.started_at), alive,
+            w.crawl, printable(w.host), str(w.pid), iso_time(w.started_at), alive,
             f"{w.leases:,}", f"{w.pages:,}",
         )  # fmt: skip
     return table
@@ -263,7 +259,7 @@ def status(db_url: str, crawl_name: str | None, as_json: bool) -> None:
             item = {k: getattr(s, k) for k in s.__dataclass_fields__}
             item["known"], item["requests_per_record"] = s.known, s.requests_per_record
             item["workers"] = [
-                {**dataclasses.asdict(w), "started_at": _iso(w.started_at)}
+                {**dataclasses.asdict(w), "started_at": iso_time(w.started_at)}
                 for w in workers
                 if w.crawl == s.crawl
             ]
@@ -279,121 +275,3 @@ def status(db_url: str, crawl_name: str | None, as_json: bool) -> None:
         console.print(stats_table(rows))
         if workers:
             console.print(workers_table(workers))
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
-
-
-def parse_since(text: str | None) -> float:
-    if not text:
-        return 0.0
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise ConfigError(f"--since {text!r}: use an ISO time like 2026-11-30T08:00:00Z") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
-
-
-def _record_dict(r: StoredRecord) -> dict[str, Any]:
-    return {
-        "id": r.id,
-        "crawl": r.crawl,
-        "source": r.source,
-        "key": r.key,
-        "url": r.url,
-        "version": r.version,
-        "first_seen": _iso(r.first_seen),
-        "last_changed": _iso(r.last_changed),
-        "data": r.data,
-    }
-
-
-def write_jsonl(records: Iterable[StoredRecord], out: IO[str]) -> int:
-    n = 0
-    for r in records:
-        out.write(json.dumps(_record_dict(r), ensure_ascii=False) + "\n")
-        n += 1
-    return n
-
-
-def _as_is(value: Any) -> Any:
-    return value
-
-
-def write_csv(
-    store: Store, crawl: str | None, since: float, out: IO[str], *, raw: bool = False
-) -> int:
-    """Records as CSV, one column per data key; cells a spreadsheet would run as formulas
-    are neutralised (:func:`crashsafe.text.csv_cell`) unless ``raw``."""
-    cell: Callable[[Any], Any] = _as_is if raw else csv_cell
-    fields: dict[str, None] = {}
-    for r in store.iter_records(crawl, since=since):  # first pass: the union of data keys
-        if isinstance(r.data, dict):
-            fields.update(dict.fromkeys(r.data))
-    head = ["id", "crawl", "source", "key", "url", "version", "first_seen", "last_changed"]
-    writer = csv.writer(out)
-    writer.writerow(head + [f for f in fields if f not in head])
-    n = 0
-    for r in store.iter_records(crawl, since=since):
-        row = _record_dict(r)
-        data = r.data if isinstance(r.data, dict) else {"data": r.data}
-        cells = [row[h] for h in head]
-        for f in fields:
-            if f in head:
-                continue
-            v = data.get(f)
-            cells.append(json.dumps(v) if isinstance(v, dict | list) else v)
-        writer.writerow([cell(c) for c in cells])
-        n += 1
-    return n
-
-
-@contextlib.contextmanager
-def _open_output(path: str | None) -> Iterator[IO[str]]:
-    if path is None:
-        yield sys.stdout
-    else:
-        with atomic_text(Path(path)) as out:
-            yield out
-
-
-@click.command()
-@db_option()
-@click.option("--crawl", "crawl_name", help="Only this crawl.")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="File (default stdout).")
-@click.option("--since", help="Only records changed at or after this ISO time.")
-@click.option(
-    "--csv-raw",
-    is_flag=True,
-    help="CSV: keep cells that start with = + - @ as they are (a spreadsheet may run them).",
-)
-def export(
-    db_url: str,
-    crawl_name: str | None,
-    fmt: str,
-    output: str | None,
-    since: str | None,
-    csv_raw: bool,
-) -> None:
-    """Write stored records as JSON Lines or CSV.
-
-    CSV cells that start with = + - @ (a formula to a spreadsheet) get a leading ' unless
-    --csv-raw is given.
-    """
-    since_ts = parse_since(since)
-    store = open_db(db_url, readonly=True)
-    try:
-        crawl_names(store, crawl_name)
-        with _open_output(output) as out:
-            if fmt == "jsonl":
-                n = write_jsonl(store.iter_records(crawl_name, since=since_ts), out)
-            else:
-                n = write_csv(store, crawl_name, since_ts, out, raw=csv_raw)
-    finally:
-        store.close()
-    if output:
-        click.echo(f"wrote {n} record(s) to {output}", err=True)

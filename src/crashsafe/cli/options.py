@@ -79,3 +79,10 @@ def group_errors(rows: list[FailedUrl]) -> list[tuple[int, str, str]]:
         groups.setdefault(short_error(row.error), []).append(row.url)
     ranked = sorted(groups.items(), key=lambda item: -len(item[1]))
     return [(len(urls), error, urls[0]) for error, urls in ranked]
+
+
+def iso_time(ts: float) -> str:
+    """Seconds since the epoch as ISO 8601 in UTC, to the millisecond."""
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")

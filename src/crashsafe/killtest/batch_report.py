@@ -15,8 +15,13 @@ from rich.table import Table
 from crashsafe.killtest.batch_mode import BATCH_SIZE, BatchKillOptions, BatchOutcome
 
 
-def holds(runs: list[dict[str, BatchOutcome]]) -> bool:
-    return all(not run["crashsafe"].problems for run in runs)
+def tested(options: BatchKillOptions, runs: list[dict[str, BatchOutcome]]) -> bool:
+    """Whether any kill landed mid-job: with none, nothing was proven."""
+    return not options.kills or any(run["crashsafe"].kills_landed for run in runs)
+
+
+def holds(options: BatchKillOptions, runs: list[dict[str, BatchOutcome]]) -> bool:
+    return tested(options, runs) and all(not run["crashsafe"].problems for run in runs)
 
 
 def print_batch_report(options: BatchKillOptions, runs: list[dict[str, BatchOutcome]]) -> None:
@@ -45,7 +50,17 @@ def print_batch_report(options: BatchKillOptions, runs: list[dict[str, BatchOutc
         f"stored for 200 reviews, up to {max(o.paid_twice for o in naive)} items paid twice",
         highlight=False,
     )
-    if holds(runs):
+    broken = [(n, o.problems) for n, o in enumerate(safe, 1) if o.problems]
+    if broken:
+        why = "; ".join(f"run {n}: {', '.join(problems)}" for n, problems in broken)
+        console.print(f"crashsafe: GUARANTEE BROKEN — {why}", highlight=False)
+    elif not tested(options, runs):
+        console.print(
+            "crashsafe: NOT TESTED — no kill landed mid-job (every job finished before its "
+            "kill), so nothing was proven; use more --latency-ms or an earlier --kill-window",
+            highlight=False,
+        )
+    else:
         worst = max(safe, key=lambda o: o.paid_twice)
         bound = options.concurrency * BATCH_SIZE * worst.kills_landed
         console.print(
@@ -54,10 +69,6 @@ def print_batch_report(options: BatchKillOptions, runs: list[dict[str, BatchOutc
             f"(bound {bound}: the batches in flight)",
             highlight=False,
         )
-    else:
-        why = "; ".join(f"run {n}: {', '.join(o.problems)}" for n, o in enumerate(safe, 1)
-                        if o.problems)  # fmt: skip
-        console.print(f"crashsafe: GUARANTEE BROKEN — {why}", highlight=False)
 
 
 def batch_json(
@@ -74,5 +85,6 @@ def batch_json(
         "options": {**dataclasses.asdict(options), "sig": options.sig.name},
         "calibration_seconds": calibration,
         "runs": [{job: dataclasses.asdict(o) for job, o in run.items()} for run in runs],
-        "holds": holds(runs),
+        "holds": holds(options, runs),
+        "tested": tested(options, runs),
     }

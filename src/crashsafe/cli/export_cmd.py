@@ -1,0 +1,166 @@
+"""export: stored records as JSON Lines or CSV, to stdout or a file replaced whole."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import errno
+import json
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from crashsafe.cli.crawl_cmds import crawl_names
+from crashsafe.cli.options import db_option, iso_time, open_db
+from crashsafe.errors import ConfigError, CrashsafeError
+from crashsafe.files import atomic_text
+from crashsafe.store import Store, StoredRecord
+from crashsafe.text import csv_cell
+
+
+def parse_since(text: str | None) -> float:
+    if not text:
+        return 0.0
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(f"--since {text!r}: use an ISO time like 2026-11-30T08:00:00Z") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
+def _record_dict(r: StoredRecord) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "crawl": r.crawl,
+        "source": r.source,
+        "key": r.key,
+        "url": r.url,
+        "version": r.version,
+        "first_seen": iso_time(r.first_seen),
+        "last_changed": iso_time(r.last_changed),
+        "data": r.data,
+    }
+
+
+@contextlib.contextmanager
+def _records(store: Store, crawl: str | None, since: float) -> Iterator[Iterator[StoredRecord]]:
+    """``store.iter_records``, its cursor closed on the way out (a write that fails half-way
+    must not leave it to be closed after the store, with an error of its own)."""
+    records = store.iter_records(crawl, since=since)
+    try:
+        yield records
+    finally:
+        close = getattr(records, "close", None)
+        if close is not None:
+            close()
+
+
+def write_jsonl(records: Iterable[StoredRecord], out: IO[str]) -> int:
+    n = 0
+    for r in records:
+        out.write(json.dumps(_record_dict(r), ensure_ascii=False) + "\n")
+        n += 1
+    return n
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def write_csv(
+    store: Store, crawl: str | None, since: float, out: IO[str], *, raw: bool = False
+) -> int:
+    """Records as CSV, one column per data key; cells a spreadsheet would run as formulas
+    are neutralised (:func:`crashsafe.text.csv_cell`) unless ``raw``."""
+    cell: Callable[[Any], Any] = _as_is if raw else csv_cell
+    fields: dict[str, None] = {}
+    with _records(store, crawl, since) as records:  # first pass: the union of data keys
+        for r in records:
+            if isinstance(r.data, dict):
+                fields.update(dict.fromkeys(r.data))
+    head = ["id", "crawl", "source", "key", "url", "version", "first_seen", "last_changed"]
+    writer = csv.writer(out)
+    writer.writerow(head + [f for f in fields if f not in head])
+    n = 0
+    with _records(store, crawl, since) as records:
+        for r in records:
+            row = _record_dict(r)
+            data = r.data if isinstance(r.data, dict) else {"data": r.data}
+            cells = [row[h] for h in head]
+            for f in fields:
+                if f in head:
+                    continue
+                v = data.get(f)
+                cells.append(json.dumps(v) if isinstance(v, dict | list) else v)
+            writer.writerow([cell(c) for c in cells])
+            n += 1
+    return n
+
+
+@contextlib.contextmanager
+def _open_output(path: str | None) -> Iterator[IO[str]]:
+    if path is None:
+        yield sys.stdout
+        return
+    try:
+        with atomic_text(Path(path)) as out:
+            yield out
+    except OSError as exc:
+        raise _output_error(Path(path), exc) from None
+
+
+def _output_error(path: Path, exc: OSError) -> CrashsafeError:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        why = "disk full: free some space and run the same command again"
+    elif exc.errno == errno.ENOENT and not path.parent.is_dir():
+        why = f"the folder {path.parent} does not exist: create it, or choose another path"
+    else:
+        why = f"{exc.strerror or exc}: check the path and its folder"
+    kept = f" ({path} is as it was)" if path.exists() else ""
+    return CrashsafeError(f"cannot write {path}: {why}{kept}")
+
+
+@click.command()
+@db_option()
+@click.option("--crawl", "crawl_name", help="Only this crawl.")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="File (default stdout).")
+@click.option("--since", help="Only records changed at or after this ISO time.")
+@click.option(
+    "--csv-raw",
+    is_flag=True,
+    help="CSV: keep cells that start with = + - @ as they are (a spreadsheet may run them).",
+)
+def export(
+    db_url: str,
+    crawl_name: str | None,
+    fmt: str,
+    output: str | None,
+    since: str | None,
+    csv_raw: bool,
+) -> None:
+    """Write stored records as JSON Lines or CSV.
+
+    CSV cells that start with = + - @ (a formula to a spreadsheet) get a leading ' unless
+    --csv-raw is given.
+    """
+    since_ts = parse_since(since)
+    store = open_db(db_url, readonly=True)
+    try:
+        crawl_names(store, crawl_name)
+        with _open_output(output) as out:
+            if fmt == "jsonl":
+                with _records(store, crawl_name, since_ts) as records:
+                    n = write_jsonl(records, out)
+            else:
+                n = write_csv(store, crawl_name, since_ts, out, raw=csv_raw)
+    finally:
+        store.close()
+    if output:
+        click.echo(f"wrote {n} record(s) to {output}", err=True)
