@@ -48,21 +48,34 @@ RETRIES = 5  # runs of a call that a deadlock or serialisation failure rolled ba
 
 def split_url(url: str) -> tuple[str, str]:
     """libpq's connection URI and the schema named by ``?schema=`` (default public)."""
+    conninfo, schema, _ = _options(url)
+    return conninfo, schema
+
+
+def _options(url: str) -> tuple[str, str, float]:
+    """libpq's URI, then crashsafe's own parameters: ``schema`` (default public) and
+    ``reconnect_seconds`` (how long a lost server is waited for, default 300)."""
     parts = urlsplit(url)
-    options = parse_qsl(parts.query, keep_blank_values=True)
-    schema = "public"
-    rest = []
-    for name, value in options:
+    schema, reconnect, rest = "public", str(RECONNECT_FOR), []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
         if name == "schema":
             schema = value
+        elif name == "reconnect_seconds":
+            reconnect = value
         else:
             rest.append((name, value))
     if not SCHEMA_NAME.fullmatch(schema):
         raise ConfigError(
             f"{masked(url)}: schema {schema!r} is not a plain lower-case name (letters, digits, _)"
         )
+    try:
+        seconds = float(reconnect)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise ConfigError(f"{masked(url)}: reconnect_seconds={reconnect!r}: give seconds >= 0")
     scheme = "postgresql" if parts.scheme == "postgres" else parts.scheme
-    return parts._replace(scheme=scheme, query=urlencode(rest)).geturl(), schema
+    return parts._replace(scheme=scheme, query=urlencode(rest)).geturl(), schema, seconds
 
 
 def with_schema(url: str, schema: str) -> str:
@@ -79,6 +92,10 @@ def drop_schema(url: str) -> None:
         raise ConfigError(f"{masked(url)}: refusing to drop the public schema")
     with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+class _Unreachable(Exception):
+    """The server cannot be reached again yet (while reconnecting)."""
 
 
 class _Tx:
@@ -122,19 +139,17 @@ class PostgresStore(SQLStore):
         create: bool = True,
         readonly: bool = False,
         clock: Callable[[], float] | None = None,
-        reconnect_for: float = RECONNECT_FOR,
     ) -> None:
         if psycopg is None:
             raise ConfigError(
                 "the PostgreSQL store needs psycopg: pip install 'crashsafe[postgres]'"
             )
         self.url = url
-        self._conninfo, self.schema = split_url(url)
+        self._conninfo, self.schema, self._reconnect_for = _options(url)
         # Two-key advisory locks: (this schema's key, worker id); (key, 0) for migrations.
         self._space = zlib.crc32(self.schema.encode()) & 0x7FFFFFFF
         self._clock = clock
         self._readonly = readonly
-        self._reconnect_for = reconnect_for
         self._worker_id: int | None = None
         self._conn = self._connect()
         try:
@@ -148,16 +163,17 @@ class PostgresStore(SQLStore):
 
     # -- plumbing ------------------------------------------------------------------------
     def _connect(self) -> psycopg.Connection[Any]:
-        options = f"-c search_path={self.schema}"
+        given = psycopg.conninfo.conninfo_to_dict(self._conninfo)
+        options = [str(given.get("options") or ""), f"-c search_path={self.schema}"]
         if self._readonly:
-            options += " -c default_transaction_read_only=on"
+            options.append("-c default_transaction_read_only=on")
         try:
             return psycopg.connect(
                 self._conninfo,
                 autocommit=True,  # transactions are explicit: conn.transaction()
-                connect_timeout=10,
-                options=options,
-                application_name="crashsafe",
+                connect_timeout=given.get("connect_timeout") or 10,
+                options=" ".join(o for o in options if o),
+                application_name=given.get("application_name") or "crashsafe",
             )
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to {masked(self.url)}: {_why(exc)}") from exc
@@ -252,30 +268,25 @@ class PostgresStore(SQLStore):
                 if isinstance(exc, pg_errors.TransactionRollback) and rolled_back < RETRIES:
                     rolled_back += 1  # another worker's transaction won: ours is void
                     continue
-                if not self._connection_lost():
+                if lost_since is None and not self._connection_lost():
                     raise StoreError(f"database {masked(self.url)}: {_why(exc)}") from exc
-                now = time.monotonic()
-                if lost_since is None:
-                    lost_since = now
-                    sys.stderr.write(
-                        f"crashsafe: lost the connection to {masked(self.url)} "
-                        f"({_why(exc)}); reconnecting\n"
-                    )
-                if now - lost_since > self._reconnect_for:
-                    raise StoreError(
-                        f"database {masked(self.url)}: no connection for "
-                        f"{self._reconnect_for:.0f} s ({_why(exc)}); run the same command "
-                        "again once the server is back"
-                    ) from exc
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-            except StoreError as exc:
-                if lost_since is None or not isinstance(exc.__cause__, psycopg.Error):
-                    raise
-                time.sleep(backoff)  # the server is not back yet
-                backoff = min(backoff * 2, 5.0)
-                if time.monotonic() - lost_since > self._reconnect_for:
-                    raise
+                why = _why(exc)
+            except _Unreachable as exc:  # reconnecting failed: the server is not back yet
+                why = str(exc)
+            now = time.monotonic()
+            if lost_since is None:
+                lost_since = now
+                sys.stderr.write(
+                    f"crashsafe: lost the connection to {masked(self.url)} ({why}); reconnecting\n"
+                )
+            if now - lost_since >= self._reconnect_for:
+                raise StoreError(
+                    f"database {masked(self.url)}: no connection for "
+                    f"{self._reconnect_for:.0f} s ({why}); run the same command again once "
+                    "the server is back"
+                )
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
 
     def _connection_lost(self) -> bool:
         return bool(self._conn.closed or self._conn.broken)
@@ -285,7 +296,10 @@ class PostgresStore(SQLStore):
         leases may have been taken back meanwhile: their commits will be refused)."""
         if not self._conn.closed:
             self._conn.close()
-        self._conn = self._connect()
+        try:
+            self._conn = self._connect()
+        except StoreError as exc:
+            raise _Unreachable(_why(exc.__cause__ or exc)) from exc
         if self._worker_id is not None:
             with self._write() as tx:
                 tx.rows("lock_worker", {"space": self._space, "id": self._worker_id})
