@@ -10,7 +10,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 P = TypeVar("P", bound="subprocess.Popen[Any]")
 
@@ -67,3 +67,23 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 30, every: float = 
         if time.monotonic() > deadline:
             raise TimeoutError("condition not met in time")
         time.sleep(every)
+
+
+def wait_for_line(stream: IO[str], text: str, timeout: float = 30) -> str:
+    """Read a child's pipe until ``text`` has appeared; return what was read. Fails after
+    ``timeout`` seconds instead of blocking. Reads the descriptor itself: a buffered
+    readline would keep what arrived in one chunk out of select's sight."""
+    import select
+
+    seen = b""
+    fd = stream.fileno()
+    deadline = time.monotonic() + timeout
+    while text.encode() not in seen:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise TimeoutError(f"{text!r} not seen in time; got {seen!r}")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            raise EOFError(f"{text!r} not seen before the end; got {seen!r}")
+        seen += chunk
+    return seen.decode(errors="replace")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from crashsafe import open_store
 from crashsafe.demo.shop import ShopThread
-from tests.helpers import get_json, reaped, run_cli, start_cli, wait_for
+from tests.helpers import get_json, reaped, run_cli, start_cli, wait_for, wait_for_line
 
 
 def crawl_args(site: ShopThread, db_url: str, *extra: str) -> list[str]:
@@ -134,7 +134,8 @@ def test_second_sigint_aborts_at_once(shop: Callable[..., ShopThread], db_url: s
     with reaped(start_cli(*crawl_args(site, db_url))) as proc:
         wait_for(lambda: get_json(f"{site.url}/stats")["requests"] >= 1)
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.3)
+        assert proc.stderr is not None
+        wait_for_line(proc.stderr, "Stopping:")  # the first one is being handled
         started = time.monotonic()
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=10)

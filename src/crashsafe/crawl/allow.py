@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from yarl import URL
 
 from crashsafe.crawl.settings import CrawlSettings
-from crashsafe.crawl.spider import Link
+from crashsafe.crawl.spider import Link, callback_name
 from crashsafe.errors import ConfigError
 from crashsafe.ids import DOT_SEGMENT, SIMPLE_URL, canonical_url, idna_host
 from crashsafe.store import NewUrl
@@ -257,7 +257,9 @@ class LinkFilter:
         if self.max_depth is not None and depth > self.max_depth:
             return None
         url = self.canonical(link.url)
-        return None if url is None else NewUrl(url, depth, link.callback, link.priority)
+        if url is None:
+            return None
+        return NewUrl(url, depth, callback_name(link.callback), link.priority)
 
     def start_urls(self, urls: Iterable[str]) -> list[str]:
         """The canonical start URLs; one that cannot be crawled is a ConfigError."""

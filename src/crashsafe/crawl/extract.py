@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crashsafe.crawl.allow import BadLink, LinkFilter
-from crashsafe.crawl.spider import Link, Page, Record, Spider
+from crashsafe.crawl.spider import Link, Page, Record, Spider, callback_name
 from crashsafe.ids import record_id
 from crashsafe.store import NewUrl, RecordRow
 from crashsafe.store.base import storable
@@ -61,7 +61,7 @@ def _checked(link: Link) -> Link:
         raise BadLink(f"the URL is a {type(link.url).__name__}, not a string")
     callback = link.callback
     if callable(callback):  # callback=self.parse_item: store the method's name
-        callback = getattr(callback, "__name__", None)
+        callback = callback_name(callback)
         link = Link(link.url, callback, link.priority)
     if callback is not None and not (isinstance(callback, str) and callback.isidentifier()):
         raise BadLink(f"callback {callback!r} is not the name of a spider method")

@@ -48,12 +48,20 @@ class Link:
 
     Higher ``priority`` is leased first (equal priorities: in the order found). Give
     pagination a higher priority than the items it lists, and the crawl keeps discovering
-    work while it fetches the items.
+    work while it fetches the items. ``callback`` is a method's name or the method
+    itself (``callback=self.parse_item``); the frontier keeps its name.
     """
 
     url: str
-    callback: str | None = None
+    callback: str | Callable[..., Any] | None = None
     priority: int = 0
+
+
+def callback_name(callback: str | Callable[..., Any] | None) -> str | None:
+    """The name the frontier keeps for ``callback`` (a method's name, or the method)."""
+    if callable(callback):
+        return getattr(callback, "__name__", None)
+    return callback
 
 
 _parsers = threading.local()
@@ -168,9 +176,7 @@ class Page:
     ) -> Link:
         """A link to ``href`` resolved against this page, to be parsed by the spider method
         ``callback`` (its name, or the method itself: ``callback=self.parse_item``)."""
-        if callable(callback):
-            callback = getattr(callback, "__name__", None)
-        return Link(self.urljoin(href), callback, priority)
+        return Link(self.urljoin(href), callback_name(callback), priority)
 
     def follow_all(
         self,

@@ -80,7 +80,8 @@ class KillTestResult:
         if outcome.repeated > self.bound(outcome):
             problems.append(f"{outcome.repeated} repeated requests > bound {self.bound(outcome)}")
         if any(code != 0 for code in outcome.final_exit):
-            problems.append(f"final run exited {outcome.final_exit}")
+            said = "; ".join(dict.fromkeys(outcome.final_errors))  # each message once
+            problems.append(f"final run exited {outcome.final_exit}: {said}")
         return problems
 
     @property

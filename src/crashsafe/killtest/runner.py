@@ -78,6 +78,7 @@ class Outcome:
     kills_landed: int = 0
     seconds: float = 0.0
     final_exit: list[int] = field(default_factory=list)
+    final_errors: list[str] = field(default_factory=list)  # last line of a failed final run
 
     @property
     def duplicates(self) -> int:
@@ -182,11 +183,14 @@ def run_one(
     ]
     for proc in finals:
         try:
-            proc.wait(FINAL_TIMEOUT)
+            _, err = proc.communicate(timeout=FINAL_TIMEOUT)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait()
+            _, err = proc.communicate()
         outcome.final_exit.append(proc.returncode)
+        if proc.returncode != 0:
+            lines = err.decode(errors="replace").strip().splitlines() or ["(nothing on stderr)"]
+            outcome.final_errors.append(lines[-1])
     outcome.seconds = time.monotonic() - started
 
     stats = shop.stats()

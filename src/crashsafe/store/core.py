@@ -504,8 +504,15 @@ class SQLStore:
     ) -> Iterator[StoredRecord]:
         rows = self._stream("iter_records", {"crawl": crawl, "since": since})
         for crawl_, id_, source, key, url, version, first_seen, last_changed, data in rows:
+            try:
+                value = json.loads(data)
+            except ValueError as exc:  # written by something else than crashsafe
+                raise StoreError(
+                    f"{self.url}: record {id_} of crawl {crawl_!r} holds data that is not "
+                    f"JSON ({exc}); fix or delete that row"
+                ) from exc
             yield StoredRecord(
-                crawl_, id_, source, key, url, version, first_seen, last_changed, json.loads(data)
+                crawl_, id_, source, key, url, version, first_seen, last_changed, value
             )
 
     # -- robots.txt cache ----------------------------------------------------------------

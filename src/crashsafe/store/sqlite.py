@@ -241,7 +241,12 @@ class SQLiteStore(SQLStore):
         return self._clock()
 
     def _stream(self, name: str, params: Params) -> Iterator[tuple[Any, ...]]:
-        yield from self._run(lambda: self._db.execute(Q[name], _bind(params)))
+        cursor = self._run(lambda: self._db.execute(Q[name], _bind(params)))
+        try:
+            while rows := self._run(lambda: cursor.fetchmany(1000)):
+                yield from rows
+        finally:
+            cursor.close()  # now, not when collected (the store may be closed by then)
 
     def close(self) -> None:
         self.unregister_worker()
