@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from crashsafe.store import STALE, Lease, NewUrl, PageOutcome, Politeness, RecordRow, Store
+from crashsafe.store import STALE, Backoff, Lease, NewUrl, PageOutcome, Politeness, RecordRow, Store
 from tests.clock import ManualClock
 from tests.contract.conftest import PYTHON, Backend, worker_script
 
@@ -104,6 +104,27 @@ def test_dead_worker_leases_come_back_at_once(backend: Backend, store: Store) ->
     # Leases were for an hour; the liveness lock died with the process.
     assert store.reclaim_dead_workers(C) == 3
     assert store.stats(C).pending == 3
+
+
+def test_a_dead_workers_urls_wait_a_backoff_before_they_are_leased_again(
+    backend: Backend, store: Store, clock: ManualClock
+) -> None:
+    """So the URLs a dying worker held are not the first its restart takes again (a crash
+    loop would otherwise spend every attempt of the same URLs)."""
+    store.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(5)])
+    with worker_process(backend.url, "out = len(s.lease('c', o, 2, 3600))") as leased:
+        assert leased == "2"
+    assert store.reclaim_dead_workers(C, backoff=Backoff(base=10, cap=300)) == 2
+    owner = store.register_worker()
+    assert sorted(x.url for x in store.lease(C, owner, 10, 60)) == [
+        f"http://a/{i}" for i in (2, 3, 4)
+    ]
+    clock.advance(9)
+    assert store.lease(C, owner, 10, 60) == []
+    clock.advance(1.5)
+    again = store.lease(C, owner, 10, 60)
+    assert sorted(x.url for x in again) == ["http://a/0", "http://a/1"]
+    assert all(x.attempts == 1 for x in again)
 
 
 def test_commit_page_stores_records_links_and_done_together(store: Store) -> None:

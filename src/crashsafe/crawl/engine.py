@@ -29,7 +29,16 @@ from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Spider
 from crashsafe.errors import ConfigError, SpiderError, StoreError
 from crashsafe.interrupts import GracefulInterrupts
-from crashsafe.store import STALE, CrawlStats, Lease, NewUrl, PageOutcome, Politeness, Store
+from crashsafe.store import (
+    STALE,
+    Backoff,
+    CrawlStats,
+    Lease,
+    NewUrl,
+    PageOutcome,
+    Politeness,
+    Store,
+)
 from crashsafe.store.process import store_runner
 
 if TYPE_CHECKING:
@@ -110,6 +119,7 @@ class Crawler:
         self._max_leased = self.settings.concurrency + self.settings.lease_ahead
         s = self.settings
         self._politeness = Politeness(s.per_host_concurrency, s.per_host_delay)
+        self._backoff = Backoff(s.backoff_base, s.backoff_max)
         self._requests = asyncio.Semaphore(self.settings.concurrency)
         self._slot_freed = asyncio.Event()
         self._commit_queue: list[tuple[PageOutcome, asyncio.Future[str | None]]] = []
@@ -265,7 +275,7 @@ class Crawler:
 
     async def _run(self, started: float) -> CrawlResult:
         self.owner = await self._call(self.store.register_worker, self.crawl, pid=os.getpid())
-        await self._call(self.store.reclaim_dead_workers, self.crawl)
+        await self._call(self.store.reclaim_dead_workers, self.crawl, backoff=self._backoff)
         from crashsafe.crawl.addresses import AddressGuard, GuardedResolver
         from crashsafe.crawl.allow import LinkFilter, host_and_port
 
@@ -368,7 +378,8 @@ class Crawler:
                             break  # nothing pending or leased anywhere: the crawl is complete
                         if time.monotonic() - last_reclaim > RECLAIM_EVERY:
                             last_reclaim = time.monotonic()
-                            if await self._call(self.store.reclaim_dead_workers, self.crawl):
+                            reclaim = self.store.reclaim_dead_workers
+                            if await self._call(reclaim, self.crawl, backoff=self._backoff):
                                 continue
                         # Due now, yet nothing leased: other workers hold the origin's
                         # slots (politeness), or its rows are locked by their claims.

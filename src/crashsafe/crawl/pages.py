@@ -32,7 +32,7 @@ from crashsafe.crawl.politeness import HostSlots
 from crashsafe.crawl.robots import Robots, RobotsUnavailable
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Page, Spider
-from crashsafe.store import Lease, PageOutcome
+from crashsafe.store import Backoff, Lease, PageOutcome
 from crashsafe.store.base import storable
 from crashsafe.text import printable
 
@@ -86,8 +86,8 @@ class PageProcessor:
         s = self.settings
         if retry_after is not None:
             return min(retry_after, s.backoff_max)
-        base: float = min(s.backoff_max, s.backoff_base * 2.0 ** (attempt - 1))
-        return base * self.rng.uniform(0.5, 1.5)
+        delay = Backoff(s.backoff_base, s.backoff_max).delay(attempt)
+        return delay * self.rng.uniform(0.5, 1.5)  # jitter: retries of a burst spread out
 
     def _retry(
         self, lease: Lease, error: str, status: int | None = None, retry_after: float | None = None

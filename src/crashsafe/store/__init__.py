@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 from crashsafe.errors import ConfigError
 from crashsafe.store.base import (
     STALE,
+    Backoff,
     CrawlStats,
     Due,
     FailedUrl,
@@ -28,6 +29,7 @@ from crashsafe.store.base import (
 
 __all__ = [
     "STALE",
+    "Backoff",
     "CrawlStats",
     "Due",
     "FailedUrl",

@@ -249,6 +249,17 @@ class Due:
 
 
 @dataclass(frozen=True, slots=True)
+class Backoff:
+    """Seconds before attempt n + 1 of a URL: ``base * 2**(n - 1)``, at most ``cap``."""
+
+    base: float = 1.0
+    cap: float = 300.0
+
+    def delay(self, attempt: int) -> float:
+        return float(min(self.cap, self.base * 2.0 ** (max(attempt, 1) - 1)))
+
+
+@dataclass(frozen=True, slots=True)
 class Politeness:
     """What a claim honours for all workers together: at most ``per_host`` leases per
     origin (None: no limit but each worker's own), and ``delay`` seconds between two
@@ -296,8 +307,10 @@ class Store(Protocol):
 
     def unregister_worker(self) -> None: ...
 
-    def reclaim_dead_workers(self, crawl: str) -> int:
-        """Put back to pending the leases of workers whose liveness lock is free."""
+    def reclaim_dead_workers(self, crawl: str, *, backoff: Backoff | None = None) -> int:
+        """Put back to pending the leases of workers whose liveness lock is free; each
+        counts an attempt (it may have fetched) and waits out ``backoff`` for it, so the
+        URLs a dying worker held are not the first a restarted one takes again."""
         ...
 
     def workers(self, crawl: str | None = None) -> list[WorkerInfo]:

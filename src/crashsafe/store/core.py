@@ -31,6 +31,7 @@ from typing import Any, Protocol, TypeVar
 from crashsafe.errors import StoreError
 from crashsafe.store.base import (
     STALE,
+    Backoff,
     CrawlStats,
     Due,
     FailedUrl,
@@ -169,7 +170,9 @@ class SQLStore:
             owner, self._owner = self._owner, None
             self._drop_liveness(owner)
 
-    def reclaim_dead_workers(self, crawl: str) -> int:
+    def reclaim_dead_workers(self, crawl: str, *, backoff: Backoff | None = None) -> int:
+        b = backoff or Backoff(0.0, 0.0)
+
         def go() -> int:
             with self._read() as tx:
                 owners = [r[0] for r in tx.rows("lease_owners", {"crawl": crawl})]
@@ -178,7 +181,8 @@ class SQLStore:
             if not dead:
                 return 0
             with self._write() as tx:
-                rows = [{"crawl": crawl, "owner": o} for o in dead]
+                rows = [{"crawl": crawl, "owner": o, "now": self._now(), "base": b.base,
+                         "cap": b.cap} for o in dead]  # fmt: skip
                 return tx.many("release_owner", rows)
 
         return self._run(go)

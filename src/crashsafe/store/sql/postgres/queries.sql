@@ -278,11 +278,14 @@ SELECT DISTINCT lease_owner FROM frontier
 WHERE crawl = %(crawl)s AND state = 'leased' AND lease_owner IS NOT NULL;
 
 -- name: release_owner
--- many
+-- many. A dead worker's lease: an attempt (it may have fetched), then a retry's backoff.
 UPDATE frontier f
 SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
-    attempts = f.attempts + 1
-FROM unnest(%(crawl)s::text[], %(owner)s::text[]) AS u(crawl, owner)
+    attempts = f.attempts + 1,
+    next_attempt_at = crashsafe_now(u.now) + make_interval(
+        secs => least(u.cap, u.base * power(2, least(f.attempts, 30))))
+FROM unnest(%(crawl)s::text[], %(owner)s::text[], %(now)s::float8[], %(base)s::float8[],
+            %(cap)s::float8[]) AS u(crawl, owner, now, base, cap)
 WHERE f.crawl = ANY(%(crawl)s::text[]) AND f.state = 'leased'
   AND f.lease_owner = ANY(%(owner)s::text[]) AND f.crawl = u.crawl AND f.lease_owner = u.owner;
 

@@ -182,9 +182,11 @@ SELECT DISTINCT lease_owner FROM frontier
 WHERE crawl = :crawl AND state = 'leased' AND lease_owner IS NOT NULL;
 
 -- name: release_owner
+-- A dead worker's lease: an attempt (it may have fetched), then the backoff of a retry.
 UPDATE frontier
 SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
-    attempts = attempts + 1
+    attempts = attempts + 1,
+    next_attempt_at = :now + min(:cap, :base * (1 << min(attempts, 30)))
 WHERE crawl = :crawl AND state = 'leased' AND lease_owner = :owner;
 
 -- name: due_in
