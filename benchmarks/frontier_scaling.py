@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/frontier_scaling.py [--pg postgresql://postgres@127.0.0.1/test]
         [--workers 1 2 4 8] [--seconds 8] [--batch 16] [--repeat 3]
-        [--crawl-pages 5250] [--latency-ms 20] [--skip-crawl]
+        [--crawl-pages 5250] [--latency-ms 20] [--skip-crawl] [--backends sqlite postgres]
 
 1. The store alone, no HTTP: N worker processes each claim ``--batch`` URLs and commit
    them done with one record each, refilling in the same transaction
@@ -152,8 +152,9 @@ def main() -> None:
     parser.add_argument("--crawl-pages", type=int, default=5250)
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--skip-crawl", action="store_true")
+    parser.add_argument("--backends", nargs="+", default=["sqlite", "postgres"])
     args = parser.parse_args()
-    backends = ["sqlite", "postgres"]
+    backends = args.backends
     store_rates: dict[tuple[str, int], list[float]] = {}
     crawl_rates: dict[tuple[str, int], list[float]] = {}
     n = 0
@@ -191,16 +192,18 @@ def main() -> None:
     print(f"\nStore alone: claims + commits per second (batches of {args.batch}, one record "
           f"per page), medians of {args.repeat}")  # fmt: skip
     print(f"{'workers':>8}  {'SQLite':>10}  {'PostgreSQL':>11}  {'PG / SQLite':>11}")
+    nan = [float("nan")]
     for workers in args.workers:
-        lite, pg = med(store_rates[("sqlite", workers)]), med(store_rates[("postgres", workers)])
+        lite = med(store_rates.get(("sqlite", workers), nan))
+        pg = med(store_rates.get(("postgres", workers), nan))
         print(f"{workers:>8}  {lite:>10,.0f}  {pg:>11,.0f}  {pg / lite:>10.2f}x")
     if crawl_rates:
         print(f"\nCrawl of the demo shop ({args.crawl_pages:,} pages, {args.latency_ms:g} ms "
               f"per page, concurrency 16 per worker): pages per second, medians")  # fmt: skip
         print(f"{'workers':>8}  {'SQLite':>10}  {'PostgreSQL':>11}")
         for workers in (1, 4):
-            lite = med(crawl_rates[("sqlite", workers)])
-            pg = med(crawl_rates[("postgres", workers)])
+            lite = med(crawl_rates.get(("sqlite", workers), nan))
+            pg = med(crawl_rates.get(("postgres", workers), nan))
             print(f"{workers:>8}  {lite:>10,.0f}  {pg:>11,.0f}")
 
 

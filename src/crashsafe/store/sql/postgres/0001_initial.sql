@@ -31,16 +31,19 @@ CREATE TABLE frontier (
     links_skipped   integer     NOT NULL DEFAULT 0,
     added_at        timestamptz NOT NULL,
     done_at         timestamptz,
-    UNIQUE (crawl, url_hash)
+    -- The hash first: this index must never look like a way to walk a crawl's rows.
+    UNIQUE (url_hash, crawl)
 );
 -- Partial indexes: a row is in one only while in that state, so the many done rows
--- weigh on none, and a state change writes fewer index entries.
--- Claims walk this one: pending URLs by priority, then in the order they were found.
+-- weigh on none, and a state change writes fewer index entries. Claims walk the first:
+-- pending URLs by priority, then in the order they were found. It is the only index
+-- that serves "pending rows of a crawl", so the plan of a claim cannot depend on how
+-- fresh the table's statistics are (with a second one, a planner that thought the
+-- table small sorted 40 000 pending rows for every claim of 16). An origin held back
+-- for its robots.txt (rare) walks it too.
 CREATE INDEX frontier_pending ON frontier (crawl, priority DESC, id) WHERE state = 'pending';
 -- Leases: lapsed ones, a worker's, an origin's (politeness).
 CREATE INDEX frontier_leased ON frontier (crawl, lease_owner) WHERE state = 'leased';
--- An origin's pending URLs, held back while its robots.txt is unreachable.
-CREATE INDEX frontier_pending_origin ON frontier (crawl, origin) WHERE state = 'pending';
 
 -- One row per lease granted, kept for good: repeated requests are computed from it.
 -- outcome: NULL while in flight (or lost to a crash), then done | retry | failed |

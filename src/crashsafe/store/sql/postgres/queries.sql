@@ -12,7 +12,7 @@ SELECT crawl, url, sha256(convert_to(url, 'UTF8')),
 FROM unnest(%(crawl)s::text[], %(url)s::text[], %(depth)s::int[], %(callback)s::text[],
             %(priority)s::bigint[], %(now)s::float8[])
      AS u(crawl, url, depth, callback, priority, now)
-ON CONFLICT (crawl, url_hash) DO NOTHING;
+ON CONFLICT (url_hash, crawl) DO NOTHING;
 
 -- name: claim_due
 -- Lapsed leases first (the grant that lapsed may have fetched: it counts an attempt),
