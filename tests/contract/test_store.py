@@ -109,22 +109,27 @@ def test_dead_worker_leases_come_back_at_once(backend: Backend, store: Store) ->
 def test_a_dead_workers_urls_wait_a_backoff_before_they_are_leased_again(
     backend: Backend, store: Store, clock: ManualClock
 ) -> None:
-    """So the URLs a dying worker held are not the first its restart takes again (a crash
-    loop would otherwise spend every attempt of the same URLs)."""
+    """The first time at once; once tried, after a retry's backoff, so that in a crash
+    loop the URLs a dying worker held are not the first its restart takes again (that
+    spent every attempt of the same URLs)."""
     store.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(5)])
-    with worker_process(backend.url, "out = len(s.lease('c', o, 2, 3600))") as leased:
-        assert leased == "2"
-    assert store.reclaim_dead_workers(C, backoff=Backoff(base=10, cap=300)) == 2
+    backoff = Backoff(base=10, cap=300)
     owner = store.register_worker()
-    assert sorted(x.url for x in store.lease(C, owner, 10, 60)) == [
-        f"http://a/{i}" for i in (2, 3, 4)
-    ]
-    clock.advance(9)
-    assert store.lease(C, owner, 10, 60) == []
-    clock.advance(1.5)
-    again = store.lease(C, owner, 10, 60)
-    assert sorted(x.url for x in again) == ["http://a/0", "http://a/1"]
-    assert all(x.attempts == 1 for x in again)
+    # (Two rounds: the worker process runs on the real clock, which the test's moves past.)
+    for attempts, wait in ((1, 0), (2, 10)):
+        with worker_process(backend.url, "out = len(s.lease('c', o, 2, 3600))") as leased:
+            assert leased == "2"  # http://a/0 and /1: the first in line
+        assert store.reclaim_dead_workers(C, backoff=backoff) == 2
+        got = store.lease(C, owner, 10, 60)
+        if wait:  # tried before: they wait their backoff, and the others go first
+            assert sorted(x.url for x in got) == ["http://a/2", "http://a/3", "http://a/4"]
+            clock.advance(wait - 0.5)
+            assert store.lease(C, owner, 10, 60) == []
+            clock.advance(1)
+            got += store.lease(C, owner, 10, 60)
+        assert sorted(x.url for x in got) == [f"http://a/{i}" for i in range(5)]
+        assert [x.attempts for x in got if x.url < "http://a/2"] == [attempts] * 2
+        store.release(C, [(x, False) for x in got])  # unfetched: no attempt
 
 
 def test_commit_page_stores_records_links_and_done_together(store: Store) -> None:
@@ -277,6 +282,29 @@ def test_higher_priority_is_leased_first_then_in_order_found(store: Store) -> No
     owner = store.register_worker()
     assert [x.url for x in store.lease(C, owner, 2, 60)] == ["http://a/next", "http://a/item1"]
     assert [x.url for x in store.lease(C, owner, 5, 60)] == ["http://a/item2", "http://a/item3"]
+
+
+def test_commit_and_lease_commits_a_group_and_leases_its_successors(store: Store) -> None:
+    store.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(3)])
+    owner = store.register_worker()
+    first = store.lease(C, owner, 2, 60)
+    pages = [
+        PageOutcome(x, "done", 200, records=[rec(x.url, "1")], links=[NewUrl(x.url + "/n", 1)])
+        for x in first
+    ]
+    errors, leases = store.commit_and_lease(C, pages, owner=owner, limit=2, lease_seconds=60)
+    assert errors == [None, None]
+    assert len(leases) == 2 and all(x.grant_id > max(y.grant_id for y in first) for x in leases)
+    assert {x.url for x in leases} <= {"http://a/2", "http://a/0/n", "http://a/1/n"}
+    stats = store.stats(C)
+    assert (stats.done, stats.leased, stats.pending, stats.records) == (2, 2, 1, 2)
+    # and a group holding a stale page is redone page by page, the others committed
+    errors, more = store.commit_and_lease(
+        C, [PageOutcome(first[0], "done", 200), PageOutcome(leases[0], "done", 200)],
+        owner=owner, limit=2, lease_seconds=60,
+    )  # fmt: skip
+    assert errors == [STALE, None] and len(more) == 1  # the one URL still pending
+    assert store.stats(C).done == 3
 
 
 def test_commit_and_lease_refills_the_freed_slots_in_one_transaction(

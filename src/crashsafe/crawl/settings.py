@@ -22,9 +22,10 @@ class CrawlSettings:
             A kill then repeats at most ``concurrency + lease_ahead`` pages; in exchange
             no request waits for a commit or a lease round trip (faster with slow sites
             or a slow store). 0 (the default) keeps DESIGN's one-slot-per-page rule.
-        per_host_concurrency: pages in flight per host (``None``: same as concurrency).
-        per_host_delay: seconds between two request starts to one host (robots.txt's
-            Crawl-delay wins when larger).
+        per_host_concurrency: pages in flight per host, for all workers of the crawl
+            together (``None``: no limit beyond each worker's ``concurrency``).
+        per_host_delay: seconds between two request starts to one host, for all workers
+            together (robots.txt's Crawl-delay wins when larger).
         lease_seconds: how long a worker owns a URL without renewing it; a dead worker's
             URLs come back at once through its liveness lock, or after this at the latest.
         max_attempts: attempts of one URL before it goes to the dead letter: fetches, and

@@ -309,8 +309,10 @@ class Store(Protocol):
 
     def reclaim_dead_workers(self, crawl: str, *, backoff: Backoff | None = None) -> int:
         """Put back to pending the leases of workers whose liveness lock is free; each
-        counts an attempt (it may have fetched) and waits out ``backoff`` for it, so the
-        URLs a dying worker held are not the first a restarted one takes again."""
+        counts an attempt (it may have fetched). A URL tried before waits out ``backoff``
+        for its attempts so far, so that in a crash loop the URLs a dying worker held are
+        not the first its restart takes again; one tried for the first time is due at
+        once."""
         ...
 
     def workers(self, crawl: str | None = None) -> list[WorkerInfo]:

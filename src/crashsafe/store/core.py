@@ -24,6 +24,7 @@ import json
 import operator
 import os
 import socket
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
@@ -67,13 +68,28 @@ class Tx(Protocol):
         """Run ``name`` once per parameter set; return how many rows they changed."""
         ...
 
+    def fenced(self, name: str, rows: Sequence[Params]) -> None:
+        """Run the fenced state update ``name`` for ``rows``; each must match its row, or
+        :class:`StaleInGroup` is raised, now or by the end of the transaction (which then
+        does not commit)."""
+        ...
+
     def savepoint(self) -> AbstractContextManager[None]:
         """Undo what runs inside if it raises (and let the exception through)."""
         ...
 
 
-class _StaleInGroup(Exception):
+class StaleInGroup(Exception):
     """A group commit met a lease that is no longer current: redo it page by page."""
+
+
+def fenced_by_count(tx: Tx, name: str, rows: Sequence[Params]) -> None:
+    """:meth:`Tx.fenced` for a transaction whose counts come back at once."""
+    if tx.many(name, rows) != len(rows):
+        raise StaleInGroup
+
+
+HOST_DELAYS_EVERY = 5.0  # seconds between looks for robots.txt Crawl-delays of a crawl
 
 
 def _first(rows: list[tuple[Any, ...]]) -> Any:
@@ -98,6 +114,11 @@ class SQLStore:
     def _read(self) -> AbstractContextManager[Tx]:
         """A read-only transaction: one snapshot for every query in it."""
         raise NotImplementedError
+
+    def _write_group(self) -> AbstractContextManager[Tx]:
+        """The write transaction of a group commit's fast path, where every lease is taken
+        to be current (a backend may send its statements without waiting for each)."""
+        return self._write()
 
     def _run(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` (which opens its own transactions), turning the driver's errors
@@ -253,12 +274,23 @@ class SQLStore:
             return []
         p = {"crawl": crawl, "owner": owner, "limit": limit, "lease_seconds": lease_seconds,
              "now": self._now()}  # fmt: skip
-        if politeness is not None and (politeness.active or tx.rows("any_host_delay", p)):
+        if politeness is not None and (politeness.active or self._host_delays(tx, crawl)):
             rows = self._claim_politely(tx, p, politeness)
         else:
             rows = self._claim_due(tx, p)
         rows.sort(key=lambda r: (-r[5], r[0]))  # RETURNING does not keep the order
         return [Lease(fid, url, depth, n, cb, grant) for fid, url, depth, n, cb, _, grant in rows]
+
+    def _host_delays(self, tx: Tx, crawl: str) -> bool:
+        """Whether an origin of ``crawl`` has a robots.txt Crawl-delay (then every claim
+        honours politeness). Looked up every few seconds, not at every claim: another
+        worker's new Crawl-delay reaches this one's claims that much later."""
+        seen = self.__dict__.setdefault("_delays_seen", {})
+        known = seen.get(crawl)
+        now = time.monotonic()
+        if known is None or (not known[1] and now - known[0] > HOST_DELAYS_EVERY):
+            known = seen[crawl] = (now, bool(tx.rows("any_host_delay", {"crawl": crawl})))
+        return bool(known[1])
 
     def _claim_politely(self, tx: Tx, p: Params, politeness: Politeness) -> list[Claimed]:
         """A claim that keeps every origin within ``politeness`` for all workers: the
@@ -314,8 +346,8 @@ class SQLStore:
         refused as stale (its lease is no longer the current grant: nothing written).
 
         ``checked`` looks the current grants up first. Without it every page is taken to
-        be current, and :class:`_StaleInGroup` is raised (the caller rolls back) as soon
-        as one fenced state update matches no row: one query less for the common case.
+        be current, and :class:`StaleInGroup` is raised (the caller rolls back) if one
+        fenced state update matches no row: one query less for the common case.
         """
         if not pages:
             return []
@@ -358,14 +390,13 @@ class SQLStore:
             else:
                 failed.append(row)
         # The fenced state updates first: nothing else of a stale page may be written.
-        marked = 0
         for name, rows in (("mark_done", done), ("mark_retry", retry), ("mark_failed", failed)):
-            if rows:
-                marked += tx.many(name, rows)
-        if marked != len(done) + len(retry) + len(failed):
-            if checked:  # cannot happen: the grants were read in this transaction
+            if not rows:
+                continue
+            if not checked:
+                tx.fenced(name, rows)
+            elif tx.many(name, rows) != len(rows):  # the grants were read in this transaction
                 raise StoreError("a fenced update missed a row that was current")
-            raise _StaleInGroup
         # Rows other workers may write too (a record on two pages, a link found twice)
         # go in one order everywhere, so two group commits never wait on each other in
         # a circle (PostgreSQL would abort one as a deadlock).
@@ -421,7 +452,7 @@ class SQLStore:
             # take), redo page by page under savepoints, grants checked first, so one bad
             # page cannot take its neighbours down.
             try:
-                with self._write() as tx:
+                with self._write_group() as tx:
                     self._apply(tx, crawl, outcomes, checked=False)
                     return [None] * len(outcomes), lease(tx, limit)
             except Exception as exc:
@@ -576,3 +607,5 @@ class SQLStore:
                 tx.run("set_host_delay", p)
 
         self._run(go)
+        if seconds > 0:
+            self.__dict__.setdefault("_delays_seen", {})[crawl] = (time.monotonic(), True)

@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from crashsafe.errors import SchemaError, StoreError
 from crashsafe.files import create_private
-from crashsafe.store.core import Claimed, Params, SQLStore, Tx
+from crashsafe.store.core import Claimed, Params, SQLStore, Tx, fenced_by_count
 from crashsafe.store.liveness import LockDir
 from crashsafe.store.queries import load_migrations, load_queries
 from crashsafe.store.sqlite_errors import why as _why
@@ -78,6 +78,9 @@ class _Tx:
     def many(self, name: str, rows: Sequence[Params]) -> int:
         sql, values = MANY[name]
         return self.db.executemany(sql, map(values, rows)).rowcount
+
+    def fenced(self, name: str, rows: Sequence[Params]) -> None:
+        fenced_by_count(self, name, rows)
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:

@@ -7,6 +7,20 @@ CREATE FUNCTION crashsafe_now(injected double precision) RETURNS timestamptz
     LANGUAGE sql STABLE PARALLEL SAFE
     AS 'SELECT coalesce(to_timestamp(injected), now())';
 
+-- A group commit's fenced updates, sent without waiting for their counts: this checks
+-- on the server that every page's lease was current (else the transaction aborts, and
+-- the group is redone page by page).
+CREATE FUNCTION crashsafe_fenced(marked bigint, expected integer) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF marked <> expected THEN
+        RAISE EXCEPTION 'a lease of the group is no longer current' USING ERRCODE = 'CS409';
+    END IF;
+    RETURN marked;
+END
+$$;
+
 CREATE TABLE frontier (
     id              bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     crawl           text        NOT NULL,

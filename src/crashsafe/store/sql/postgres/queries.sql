@@ -29,11 +29,12 @@ WITH lapsed AS (
     WHERE crawl = %(crawl)s AND state = 'pending'
       AND next_attempt_at <= crashsafe_now(%(now)s)
     ORDER BY priority DESC, id
-    LIMIT greatest(0, %(limit)s - (SELECT count(*) FROM lapsed))
+    LIMIT %(limit)s  -- a plain bound: an expression here made the planner sort them all
     FOR UPDATE SKIP LOCKED
 ), picked AS (
     SELECT coalesce(array_agg(id), '{}') AS ids
-    FROM (SELECT id FROM lapsed UNION ALL SELECT id FROM fresh) AS due
+    FROM (SELECT id FROM (SELECT id FROM lapsed UNION ALL SELECT id FROM fresh) AS due
+          LIMIT %(limit)s) AS taken
 ), granted AS (
     INSERT INTO lease_grants (crawl, frontier_id, owner, granted_at)
     SELECT %(crawl)s, unnest(ids), %(owner)s, crashsafe_now(%(now)s) FROM picked
@@ -278,12 +279,14 @@ SELECT DISTINCT lease_owner FROM frontier
 WHERE crawl = %(crawl)s AND state = 'leased' AND lease_owner IS NOT NULL;
 
 -- name: release_owner
--- many. A dead worker's lease: an attempt (it may have fetched), then a retry's backoff.
+-- many. A dead worker's lease: an attempt (it may have fetched); due again at once the
+-- first time, after a retry's backoff when its URL has been tried before (a crash loop).
 UPDATE frontier f
 SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = f.attempts + 1,
-    next_attempt_at = crashsafe_now(u.now) + make_interval(
-        secs => least(u.cap, u.base * power(2, least(f.attempts, 30))))
+    next_attempt_at = CASE WHEN f.attempts = 0 THEN 'epoch'::timestamptz
+        ELSE crashsafe_now(u.now) + make_interval(
+            secs => least(u.cap, u.base * power(2, least(f.attempts - 1, 30)))) END
 FROM unnest(%(crawl)s::text[], %(owner)s::text[], %(now)s::float8[], %(base)s::float8[],
             %(cap)s::float8[]) AS u(crawl, owner, now, base, cap)
 WHERE f.crawl = ANY(%(crawl)s::text[]) AND f.state = 'leased'

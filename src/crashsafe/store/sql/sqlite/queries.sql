@@ -182,11 +182,13 @@ SELECT DISTINCT lease_owner FROM frontier
 WHERE crawl = :crawl AND state = 'leased' AND lease_owner IS NOT NULL;
 
 -- name: release_owner
--- A dead worker's lease: an attempt (it may have fetched), then the backoff of a retry.
+-- A dead worker's lease: an attempt (it may have fetched); due again at once the first
+-- time, after a retry's backoff when its URL has been tried before (a crash loop).
 UPDATE frontier
 SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = attempts + 1,
-    next_attempt_at = :now + min(:cap, :base * (1 << min(attempts, 30)))
+    next_attempt_at = CASE WHEN attempts = 0 THEN 0
+                           ELSE :now + min(:cap, :base * (1 << min(attempts - 1, 30))) END
 WHERE crawl = :crawl AND state = 'leased' AND lease_owner = :owner;
 
 -- name: due_in
