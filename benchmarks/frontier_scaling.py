@@ -64,14 +64,14 @@ def worker(url: str, seconds: float, batch: int, ready: Any, go: Any, out: Any) 
 def fresh_url(backend: str, pg: str, n: int, folder: Path) -> str:
     if backend == "sqlite":
         return f"sqlite:///{folder / f'frontier-{n}.db'}"
-    from crashsafe.store.postgres import with_schema
+    from crashsafe.store.postgres_urls import with_schema
 
     return with_schema(pg, f"bench_frontier_{n}")
 
 
 def drop(url: str) -> None:
     if url.startswith("postgresql"):
-        from crashsafe.store.postgres import drop_schema
+        from crashsafe.store.postgres_urls import drop_schema
 
         drop_schema(url)
 
@@ -88,7 +88,7 @@ def span_rate(url: str) -> tuple[int, float]:
     else:
         import psycopg
 
-        from crashsafe.store.postgres import split_url
+        from crashsafe.store.postgres_urls import split_url
 
         conninfo, schema = split_url(url)
         with psycopg.connect(conninfo, options=f"-c search_path={schema}") as db:

@@ -62,7 +62,7 @@ def connect(url: str):  # type: ignore[no-untyped-def]
     """A plain psycopg connection to the database and schema of a store ``url``."""
     import psycopg
 
-    from crashsafe.store.postgres import split_url
+    from crashsafe.store.postgres_urls import split_url
 
     conninfo, schema = split_url(url)
     return psycopg.connect(conninfo, autocommit=True, options=f"-c search_path={schema}")

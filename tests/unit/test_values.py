@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 
 from crashsafe.store import Lease, NewUrl, PageOutcome
-from crashsafe.store.base import RecordRow
+from crashsafe.store.values import RecordRow
 
 
 def test_store_values_pickle_to_equal_values() -> None:

@@ -27,6 +27,7 @@ from crashsafe.crawl.politeness import HostSlots
 from crashsafe.crawl.robots import ROBOTS_MAX_REDIRECTS, Robots, RobotsStore
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Spider
+from crashsafe.crawl.upkeep import Upkeep
 from crashsafe.errors import ConfigError, SpiderError, StoreError
 from crashsafe.interrupts import GracefulInterrupts
 from crashsafe.store import (
@@ -344,7 +345,14 @@ class Crawler:
     async def _loop(self) -> bool:
         s = self.settings
         committer = asyncio.create_task(self._committer())
-        renewer = asyncio.create_task(self._renew_leases())
+        upkeep = Upkeep(
+            call=self._call, store=self.store, crawl=self.crawl, lease_seconds=s.lease_seconds,
+            backoff=self._backoff, inflight=self._inflight,
+        )  # fmt: skip
+        background = [
+            asyncio.create_task(upkeep.renew_forever()),
+            asyncio.create_task(upkeep.watch_peers_forever()),
+        ]
         progress = None
         if self.show_progress:
             from crashsafe.crawl.progress import Progress
@@ -378,8 +386,7 @@ class Crawler:
                             break  # nothing pending or leased anywhere: the crawl is complete
                         if time.monotonic() - last_reclaim > RECLAIM_EVERY:
                             last_reclaim = time.monotonic()
-                            reclaim = self.store.reclaim_dead_workers
-                            if await self._call(reclaim, self.crawl, backoff=self._backoff):
+                            if await upkeep.reclaim():
                                 continue
                         # Due now, yet nothing leased: other workers hold the origin's
                         # slots (politeness), or its rows are locked by their claims.
@@ -397,7 +404,8 @@ class Crawler:
                 await self._drain()
             return interrupted
         finally:
-            renewer.cancel()
+            for task in background:
+                task.cancel()
             # The committer commits what is queued, and gives back the leases a commit
             # granted during the stop, then returns: cancelling it could drop that
             # release before the store ran it (and leave those URLs leased).
@@ -439,26 +447,3 @@ class Crawler:
             await self._call(self.store.release, self.crawl, leftovers)
         if committing:
             await asyncio.gather(*committing, return_exceptions=True)
-
-    async def _renew_leases(self) -> None:
-        """Extend the leases in flight every third of their length. A lease that is no
-        longer ours (this worker was paused past it and the URL was granted again) stops
-        its page: the store would refuse that page's commit anyway."""
-        period = self.settings.lease_seconds / 3
-        while True:
-            await asyncio.sleep(period)
-            if not self._inflight:
-                continue
-            leases = [f.lease for f in self._inflight.values()]
-            try:
-                lost = await self._call(
-                    self.store.renew, self.crawl, leases, self.settings.lease_seconds
-                )
-            except Exception as exc:  # the commits will tell; keep renewing
-                sys.stderr.write(f"crashsafe: renewing leases failed ({exc}); trying again\n")
-                continue
-            if lost:
-                gone = {x.grant_id for x in lost}
-                for task, slot in list(self._inflight.items()):
-                    if slot.lease.grant_id in gone and not slot.committing:
-                        task.cancel()

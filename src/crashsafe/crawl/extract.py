@@ -11,7 +11,7 @@ from crashsafe.crawl.allow import BadLink, LinkFilter
 from crashsafe.crawl.spider import Link, Page, Record, Spider, callback_name
 from crashsafe.ids import record_id
 from crashsafe.store import NewUrl, RecordRow
-from crashsafe.store.base import storable
+from crashsafe.store.values import storable
 
 __all__ = ["BadLink", "LinkFilter", "ParseError", "Rows", "run_callback", "to_rows"]
 

@@ -33,7 +33,7 @@ from crashsafe.crawl.robots import Robots, RobotsUnavailable
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Page, Spider
 from crashsafe.store import Backoff, Lease, PageOutcome
-from crashsafe.store.base import storable
+from crashsafe.store.values import storable
 from crashsafe.text import printable
 
 GONE = frozenset({404, 410})

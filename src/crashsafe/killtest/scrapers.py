@@ -67,14 +67,14 @@ class CrashsafeScraper(Scraper):
     def db_url(self, workdir: Path) -> str:
         if self.db is None:
             return f"sqlite:///{workdir / 'crashsafe.db'}"
-        from crashsafe.store.postgres import with_schema
+        from crashsafe.store.postgres_urls import with_schema
 
         run = re.sub(r"[^a-z0-9_]", "_", workdir.name.lower())
         return with_schema(self.db, f"killtest_{os.getpid()}_{run}"[:63])
 
     def cleanup(self, workdir: Path) -> None:
         if self.db is not None:
-            from crashsafe.store.postgres import drop_schema
+            from crashsafe.store.postgres_urls import drop_schema
 
             drop_schema(self.db_url(workdir))
 

@@ -1,4 +1,4 @@
-"""The Store contract every backend implements, and the values that cross it.
+"""The Store contract every backend implements (its values: ``store/values.py``).
 
 A store is synchronous and used from one thread at a time; the crawl engine runs it in a
 child process or a dedicated thread (``store/process.py``) so the event loop never waits
@@ -16,279 +16,51 @@ as instants of the worker's clock; instants a store returns (``first_seen``,
 
 from __future__ import annotations
 
-import hashlib
-import json
-import operator
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Protocol
 
-Outcome = Literal["done", "retry", "failed", "skipped", "deferred"]
-C = TypeVar("C", bound=type)
+from crashsafe.store.values import (
+    STALE,
+    Backoff,
+    CrawlStats,
+    Due,
+    FailedUrl,
+    Lease,
+    NewUrl,
+    Outcome,
+    PageOutcome,
+    Politeness,
+    RecordRow,
+    RobotsEntry,
+    StoredRecord,
+    WorkerInfo,
+    canonical_json,
+    pickled_as_tuple,
+    storable,
+    storable_data,
+)
 
-
-def pickled_as_tuple(cls: C) -> C:
-    """Pickle a slotted dataclass as ``cls(*fields)``: the default goes through
-    ``dataclasses.fields`` for every object, which was 4 % of a crawl's CPU (these values
-    cross to the store process and back for every page)."""
-    names = [f.name for f in fields(cls)]
-    values = operator.attrgetter(*names)
-
-    def __reduce__(self: Any) -> tuple[type, tuple[Any, ...]]:
-        return cls, values(self)
-
-    cls.__reduce__ = __reduce__  # type: ignore[assignment]
-    return cls
-
-
-#: What ``commit_pages`` answers for a page whose lease is no longer the current grant of
-#: its URL (it lapsed, and was or may be granted again): nothing of the page was written.
-STALE = "refused: the lease is no longer this worker's (it lapsed; stale commit)"
-
-
-def canonical_json(data: Any) -> str:
-    """Serialise ``data`` so equal content always gives equal text (and hash).
-
-    NaN and the infinities are refused (``ValueError``): JSON cannot carry them.
-    """
-    return json.dumps(
-        data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
-
-
-def storable(text: str) -> str:
-    """``text`` as every backend can carry it: lone surrogates (from bytes decoded with
-    ``surrogateescape``, or made up by code) become the escape ``\\udc80`` (UTF-8 cannot
-    carry them), NUL becomes ``\\x00`` (PostgreSQL text and JSONB cannot), so that one
-    odd string can never break the transaction it is written in."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\\x00")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
-
-
-def storable_data(data: Any) -> Any:
-    """``data`` with every string (keys too) made :func:`storable`."""
-    if isinstance(data, str):
-        return storable(data)
-    if isinstance(data, dict):
-        return {storable_data(k): storable_data(v) for k, v in data.items()}
-    if isinstance(data, list | tuple):
-        return [storable_data(v) for v in data]
-    return data
-
-
-@pickled_as_tuple
-@dataclass(frozen=True, slots=True)
-class NewUrl:
-    """A URL to add to the frontier; ``url`` must already be canonical."""
-
-    url: str
-    depth: int = 0
-    callback: str | None = None
-    priority: int = 0
-
-
-@pickled_as_tuple
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """A URL granted to one worker until ``expires`` (or until that worker dies)."""
-
-    frontier_id: int
-    url: str
-    depth: int
-    attempts: int
-    callback: str | None
-    grant_id: int
-
-
-@pickled_as_tuple
-@dataclass(frozen=True, slots=True)
-class RecordRow:
-    """A record ready to be stored: id computed, data serialised and hashed."""
-
-    id: str
-    source: str
-    key: str
-    url: str | None
-    data_json: str
-    content_hash: str
-
-    @classmethod
-    def build(cls, *, id: str, source: str, key: str, url: str | None, data: Any) -> RecordRow:
-        """Serialise and hash ``data``; raises ``ValueError``/``TypeError`` for what JSON
-        cannot carry (NaN, infinities, objects)."""
-        text = canonical_json(data)
-        # The common case costs one encode and two searches; odd text (lone surrogates,
-        # which UTF-8 cannot carry, or NUL, which PostgreSQL cannot) is stored escaped.
-        try:
-            encoded = text.encode()
-            keys = key + (url or "")
-            odd = "\\u0000" in text or "\x00" in keys or not (keys.isascii() or keys.encode())
-        except UnicodeEncodeError:
-            odd = True
-        if odd:
-            text = canonical_json(storable_data(data))
-            encoded = text.encode()
-            key, url = storable(key), None if url is None else storable(url)
-        digest = hashlib.sha256(encoded).hexdigest()
-        return cls(id=id, source=source, key=key, url=url, data_json=text, content_hash=digest)
-
-
-@pickled_as_tuple
-@dataclass(frozen=True, slots=True)
-class PageOutcome:
-    """What became of one leased URL; committed in one transaction with its records.
-
-    ``kind`` is ``done`` (records and links stored, URL done), ``retry`` (URL pending again
-    ``retry_in`` seconds after the commit), ``failed`` (dead letter with ``error``),
-    ``skipped`` (done without a fetch, e.g. robots.txt disallows it) or ``deferred``
-    (pending again after ``retry_in`` without a fetch and without counting an attempt: its
-    robots.txt is unreachable for now; the origin's other pending URLs are held back as
-    long). ``links_skipped`` counts the malformed or unsupported links the page held.
-    """
-
-    lease: Lease
-    kind: Outcome
-    http_status: int | None = None
-    error: str | None = None
-    records: Sequence[RecordRow] = ()
-    links: Sequence[NewUrl] = ()
-    retry_in: float = 0.0
-    links_skipped: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class StoredRecord:
-    """A record as read back from the store."""
-
-    crawl: str
-    id: str
-    source: str
-    key: str
-    url: str | None
-    version: int
-    first_seen: float
-    last_changed: float
-    data: Any
-
-
-@dataclass(frozen=True, slots=True)
-class FailedUrl:
-    """A URL in the dead letter: it failed ``attempts`` times, last with ``error``."""
-
-    crawl: str
-    url: str
-    attempts: int
-    http_status: int | None
-    error: str | None
-    failed_at: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class CrawlStats:
-    """Counts for one crawl, every one computed from stored rows.
-
-    ``stale`` counts page commits refused because their lease had been granted again
-    (each one a repeated request); ``links_skipped`` the malformed or unsupported links
-    pages held.
-    """
-
-    crawl: str
-    pending: int = 0
-    leased: int = 0
-    done: int = 0
-    failed: int = 0
-    records: int = 0
-    lease_grants: int = 0
-    requests: int = 0
-    retries: int = 0
-    repeated: int = 0
-    stale: int = 0
-    links_skipped: int = 0
-    outcomes: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def known(self) -> int:
-        return self.pending + self.leased + self.done + self.failed
-
-    @property
-    def requests_per_record(self) -> float | None:
-        return self.requests / self.records if self.records else None
-
-
-@dataclass(frozen=True, slots=True)
-class RobotsEntry:
-    """What the store knows of one origin's robots.txt, times in seconds from now
-    (``age``: seconds ago).
-
-    ``body`` is the last copy read (None: never read; ``""``: no rules), ``age`` how long
-    ago its download started; while the file is unreachable ``failing_for`` says for how
-    long, ``retry_in`` when to try again (may be negative: due). ``claimed_for`` is how
-    long another worker's claim to fetch it still runs (None: not claimed).
-    """
-
-    body: str | None
-    age: float | None
-    failing_for: float | None
-    failures: int
-    retry_in: float | None
-    claimed_for: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class Due:
-    """Whether a crawl still has open work, and in how many seconds some can next be
-    leased (0: now; None: no open work)."""
-
-    open: bool
-    wait: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Seconds before attempt n + 1 of a URL: ``base * 2**(n - 1)``, at most ``cap``."""
-
-    base: float = 1.0
-    cap: float = 300.0
-
-    def delay(self, attempt: int) -> float:
-        return float(min(self.cap, self.base * 2.0 ** (max(attempt, 1) - 1)))
-
-
-@dataclass(frozen=True, slots=True)
-class Politeness:
-    """What a claim honours for all workers together: at most ``per_host`` leases per
-    origin (None: no limit but each worker's own), and ``delay`` seconds between two
-    grants for one origin (an origin's robots.txt Crawl-delay wins when larger)."""
-
-    per_host: int | None = None
-    delay: float = 0.0
-
-    @property
-    def active(self) -> bool:
-        return self.per_host is not None or self.delay > 0
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerInfo:
-    """A worker that registered with the store: alive while its liveness lock is held.
-
-    ``leases`` counts the URLs it holds now, ``pages`` the pages it committed (done,
-    retried or failed), both computed from rows.
-    """
-
-    owner: str
-    crawl: str
-    host: str
-    pid: int
-    started_at: float
-    alive: bool
-    leases: int
-    pages: int
+__all__ = [
+    "STALE",
+    "Backoff",
+    "CrawlStats",
+    "Due",
+    "FailedUrl",
+    "Lease",
+    "NewUrl",
+    "Outcome",
+    "PageOutcome",
+    "Politeness",
+    "RecordRow",
+    "RobotsEntry",
+    "Store",
+    "StoredRecord",
+    "WorkerInfo",
+    "canonical_json",
+    "pickled_as_tuple",
+    "storable",
+    "storable_data",
+]
 
 
 class Store(Protocol):
@@ -309,10 +81,10 @@ class Store(Protocol):
 
     def reclaim_dead_workers(self, crawl: str, *, backoff: Backoff | None = None) -> int:
         """Put back to pending the leases of workers whose liveness lock is free; each
-        counts an attempt (it may have fetched). A URL tried before waits out ``backoff``
-        for its attempts so far, so that in a crash loop the URLs a dying worker held are
-        not the first its restart takes again; one tried for the first time is due at
-        once."""
+        counts an attempt (it may have fetched). A URL tried for the first time is due at
+        once; one tried before waits (with ``backoff`` given) at least 5 s or its retry
+        backoff, stretched by up to half at random, so that in a crash loop the URLs a
+        dying worker held are not the first its restart takes again."""
         ...
 
     def workers(self, crawl: str | None = None) -> list[WorkerInfo]:

@@ -1,8 +1,9 @@
 """What every SQL backend does the same way: the Store protocol over named queries.
 
-A backend (``sqlite.py``, ``postgres.py``) gives :class:`SQLStore` its transactions (a
-:class:`Tx` runs its named SQL from ``sql/<dialect>/queries.sql``), its clock and its
-liveness locks. The rules live here, once:
+A backend (``sqlite.py``, ``postgres.py``) fills in :class:`~crashsafe.store.sql_base.SQLBase`:
+its transactions, its clock, its liveness locks. The rules live here and in
+``sql_workers.py`` (workers, reclaiming) and ``sql_robots.py`` (robots.txt,
+Crawl-delays), once:
 
 - outcome rules: what a page's outcome writes (done or skipped: its records, its links
   and the done mark; retry or deferred: pending again after its backoff, counting an
@@ -13,26 +14,23 @@ liveness locks. The rules live here, once:
 - claims: lapsed leases are due work (their grant ends lost, which counts an attempt: it
   may have fetched); politeness across workers when asked (``hosts.py``);
 - figures computed from counted rows (``stats.py``).
-
-Queries take named parameters. ``now`` is the caller's clock, or None for the
-database's own (``_now``); lists bind as the backend binds arrays.
 """
 
 from __future__ import annotations
 
 import json
 import operator
-import os
-import socket
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
-from typing import Any, Protocol, TypeVar
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from crashsafe.errors import StoreError
-from crashsafe.store.base import (
+from crashsafe.store.hosts import choose_politely, origin_of
+from crashsafe.store.sql_base import Claimed, Params, Tx, first
+from crashsafe.store.sql_robots import SQLRobots
+from crashsafe.store.sql_workers import SQLWorkers
+from crashsafe.store.stats import crawl_stats
+from crashsafe.store.values import (
     STALE,
-    Backoff,
     CrawlStats,
     Due,
     FailedUrl,
@@ -40,189 +38,16 @@ from crashsafe.store.base import (
     NewUrl,
     PageOutcome,
     Politeness,
-    RobotsEntry,
     StoredRecord,
-    WorkerInfo,
     storable,
 )
-from crashsafe.store.hosts import choose_politely, origin_of
-from crashsafe.store.liveness import new_owner_id
-from crashsafe.store.stats import crawl_stats
-
-T = TypeVar("T")
-Params = Mapping[str, Any]
-#: A claimed row: frontier id, url, depth, attempts, callback, priority, grant id.
-Claimed = tuple[int, str, int, int, str | None, int, int]
-
-
-class Tx(Protocol):
-    """One transaction of a backend, running its named queries."""
-
-    def rows(self, name: str, params: Params) -> list[tuple[Any, ...]]: ...
-
-    def run(self, name: str, params: Params) -> int:
-        """Run ``name``; return how many rows it changed."""
-        ...
-
-    def many(self, name: str, rows: Sequence[Params]) -> int:
-        """Run ``name`` once per parameter set; return how many rows they changed."""
-        ...
-
-    def fenced(self, name: str, rows: Sequence[Params]) -> None:
-        """Run the fenced state update ``name`` for ``rows``; each must match its row, or
-        :class:`StaleInGroup` is raised, now or by the end of the transaction (which then
-        does not commit)."""
-        ...
-
-    def savepoint(self) -> AbstractContextManager[None]:
-        """Undo what runs inside if it raises (and let the exception through)."""
-        ...
-
-
-class StaleInGroup(Exception):
-    """A group commit met a lease that is no longer current: redo it page by page."""
-
-
-def fenced_by_count(tx: Tx, name: str, rows: Sequence[Params]) -> None:
-    """:meth:`Tx.fenced` for a transaction whose counts come back at once."""
-    if tx.many(name, rows) != len(rows):
-        raise StaleInGroup
-
-
-HOST_DELAYS_EVERY = 5.0  # seconds between looks for robots.txt Crawl-delays of a crawl
-
-
-def _first(rows: list[tuple[Any, ...]]) -> Any:
-    return rows[0][0] if rows else None
-
 
 _by_id = operator.itemgetter("id")
 _by_url = operator.itemgetter("url")
 
 
-class SQLStore:
-    """The Store protocol for SQL backends; a subclass supplies what is marked so."""
-
-    url: str
-    _owner: str | None = None
-
-    # -- what a backend supplies -----------------------------------------------------------
-    def _write(self) -> AbstractContextManager[Tx]:
-        """A write transaction (SQLite: the database's write lock, taken at once)."""
-        raise NotImplementedError
-
-    def _read(self) -> AbstractContextManager[Tx]:
-        """A read-only transaction: one snapshot for every query in it."""
-        raise NotImplementedError
-
-    def _write_group(self) -> AbstractContextManager[Tx]:
-        """The write transaction of a group commit's fast path, where every lease is taken
-        to be current (a backend may send its statements without waiting for each)."""
-        return self._write()
-
-    def _run(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` (which opens its own transactions), turning the driver's errors
-        into :class:`StoreError` with what to do; a backend may retry it on a new
-        connection when the old one was lost."""
-        raise NotImplementedError
-
-    def _now(self) -> float | None:
-        """The time to give queries: the injected clock's, or None (the database's)."""
-        raise NotImplementedError
-
-    def _claim_due(self, tx: Tx, p: Params) -> list[Claimed]:
-        """Grant up to ``limit`` due URLs (lapsed leases first, then pending ones by
-        priority and age) to ``owner``, one lease_grants row each."""
-        raise NotImplementedError
-
-    def _claim_ids(self, tx: Tx, p: Params, ids: list[int]) -> list[Claimed]:
-        """Grant the URLs ``ids`` that are still due, as :meth:`_claim_due` does."""
-        raise NotImplementedError
-
-    def _take_liveness(self, owner: str, tx: Tx) -> None:
-        """Hold ``owner``'s liveness lock until :meth:`_drop_liveness` or death."""
-        raise NotImplementedError
-
-    def _drop_liveness(self, owner: str) -> None:
-        raise NotImplementedError
-
-    def _alive(self, tx: Tx, owners: Sequence[str]) -> set[str]:
-        """Those of ``owners`` whose liveness lock is held."""
-        raise NotImplementedError
-
-    def _stream(self, name: str, params: Params) -> Iterator[tuple[Any, ...]]:
-        """The rows of a read query, fetched as they are consumed."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    # -- workers -------------------------------------------------------------------------
-    def register_worker(self, crawl: str = "", *, pid: int | None = None) -> str:
-        if self._owner is not None:
-            return self._owner
-        owner = new_owner_id()
-        host = socket.gethostname().split(".")[0] or "host"
-
-        def go() -> None:
-            with self._write() as tx:
-                self._forget_dead_workers(tx, crawl)
-                tx.run(
-                    "add_worker",
-                    {"owner": owner, "crawl": crawl, "host": host, "pid": pid or os.getpid(),
-                     "now": self._now()},
-                )  # fmt: skip
-                self._take_liveness(owner, tx)
-
-        self._run(go)
-        self._owner = owner
-        return owner
-
-    def _forget_dead_workers(self, tx: Tx, crawl: str) -> None:
-        """Drop the rows of this crawl's dead workers that hold no lease (their pages
-        stay counted in the lease history)."""
-        idle = [r[0] for r in tx.rows("idle_workers", {"crawl": crawl})]
-        if idle:
-            alive = self._alive(tx, idle)
-            tx.many("forget_worker", [{"owner": o} for o in idle if o not in alive])
-
-    def unregister_worker(self) -> None:
-        if self._owner is not None:
-            owner, self._owner = self._owner, None
-            self._drop_liveness(owner)
-
-    def reclaim_dead_workers(self, crawl: str, *, backoff: Backoff | None = None) -> int:
-        b = backoff or Backoff(0.0, 0.0)
-
-        def go() -> int:
-            with self._read() as tx:
-                owners = [r[0] for r in tx.rows("lease_owners", {"crawl": crawl})]
-                alive = self._alive(tx, owners) if owners else set()
-            dead = [o for o in owners if o not in alive]
-            if not dead:
-                return 0
-            with self._write() as tx:
-                rows = [{"crawl": crawl, "owner": o, "now": self._now(), "base": b.base,
-                         "cap": b.cap} for o in dead]  # fmt: skip
-                return tx.many("release_owner", rows)
-
-        return self._run(go)
-
-    def workers(self, crawl: str | None = None) -> list[WorkerInfo]:
-        def go() -> list[WorkerInfo]:
-            with self._read() as tx:
-                p = {"crawl": crawl, "now": self._now()}
-                rows = tx.rows("list_workers", p)
-                held = dict(tx.rows("leases_by_owner", p))
-                pages = dict(tx.rows("pages_by_owner", p))
-                alive = self._alive(tx, [r[0] for r in rows]) if rows else set()
-            found = [
-                WorkerInfo(o, c, h, pid, started, o in alive, held.get(o, 0), pages.get(o, 0))
-                for o, c, h, pid, started in rows
-            ]
-            return [w for w in found if w.alive or w.leases]
-
-        return self._run(go)
+class SQLStore(SQLWorkers, SQLRobots):
+    """The Store protocol for SQL backends; a subclass supplies what ``SQLBase`` names."""
 
     # -- frontier ------------------------------------------------------------------------
     def enqueue(self, crawl: str, urls: Iterable[NewUrl]) -> int:
@@ -280,17 +105,6 @@ class SQLStore:
             rows = self._claim_due(tx, p)
         rows.sort(key=lambda r: (-r[5], r[0]))  # RETURNING does not keep the order
         return [Lease(fid, url, depth, n, cb, grant) for fid, url, depth, n, cb, _, grant in rows]
-
-    def _host_delays(self, tx: Tx, crawl: str) -> bool:
-        """Whether an origin of ``crawl`` has a robots.txt Crawl-delay (then every claim
-        honours politeness). Looked up every few seconds, not at every claim: another
-        worker's new Crawl-delay reaches this one's claims that much later."""
-        seen = self.__dict__.setdefault("_delays_seen", {})
-        known = seen.get(crawl)
-        now = time.monotonic()
-        if known is None or (not known[1] and now - known[0] > HOST_DELAYS_EVERY):
-            known = seen[crawl] = (now, bool(tx.rows("any_host_delay", {"crawl": crawl})))
-        return bool(known[1])
 
     def _claim_politely(self, tx: Tx, p: Params, politeness: Politeness) -> list[Claimed]:
         """A claim that keeps every origin within ``politeness`` for all workers: the
@@ -512,10 +326,10 @@ class SQLStore:
                 return crawl_stats(
                     crawl,
                     states=dict(tx.rows("count_states", p)),
-                    records=_first(tx.rows("count_records", p)),
+                    records=first(tx.rows("count_records", p)),
                     outcomes=dict(tx.rows("count_grants", p)),
-                    active=_first(tx.rows("count_active_grants", p)),
-                    links_skipped=_first(tx.rows("count_links_skipped", p)),
+                    active=first(tx.rows("count_active_grants", p)),
+                    links_skipped=first(tx.rows("count_links_skipped", p)),
                 )
 
         return self._run(go)
@@ -549,63 +363,3 @@ class SQLStore:
             yield StoredRecord(
                 crawl_, id_, source, key, url, version, first_seen, last_changed, value
             )
-
-    # -- robots.txt cache ----------------------------------------------------------------
-    def get_robots(self, crawl: str, origin: str) -> RobotsEntry | None:
-        def go() -> RobotsEntry | None:
-            with self._read() as tx:
-                p = {"crawl": crawl, "origin": origin, "now": self._now()}
-                row = tx.rows("get_robots", p)
-            if not row:
-                return None
-            body, age, failing_for, failures, retry_in, claimed_for = row[0]
-            return RobotsEntry(body, age, failing_for, failures, retry_in, claimed_for)
-
-        return self._run(go)
-
-    def claim_robots(self, crawl: str, origin: str, owner: str, seconds: float) -> bool:
-        def go() -> bool:
-            with self._write() as tx:
-                p = {"crawl": crawl, "origin": origin, "owner": owner, "seconds": seconds,
-                     "now": self._now()}  # fmt: skip
-                tx.run("add_robots", p)
-                if tx.run("claim_robots", p) == 1:
-                    return True
-                # Held: by a live worker, or by one that died fetching (its liveness lock
-                # is free), whose claim is taken over at once instead of when it lapses.
-                holder = _first(tx.rows("robots_claim_owner", p))
-                if holder is None or self._alive(tx, [holder]):
-                    return False
-                return tx.run("take_robots_claim", {**p, "dead": holder}) == 1
-
-        return self._run(go)
-
-    def put_robots(self, crawl: str, origin: str, body: str, *, owner: str, age: float) -> bool:
-        p = {"body": storable(body), "age": age, "crawl": crawl, "origin": origin,
-             "owner": owner}  # fmt: skip
-        return self._fenced_robots("put_robots", p)
-
-    def robots_failed(self, crawl: str, origin: str, retry_in: float, *, owner: str) -> bool:
-        p = {"retry_in": retry_in, "crawl": crawl, "origin": origin, "owner": owner}
-        return self._fenced_robots("robots_failed", p)
-
-    def release_robots(self, crawl: str, origin: str, owner: str) -> None:
-        self._fenced_robots("release_robots", {"crawl": crawl, "origin": origin, "owner": owner})
-
-    def _fenced_robots(self, name: str, p: dict[str, Any]) -> bool:
-        def go() -> bool:
-            with self._write() as tx:
-                return tx.run(name, {**p, "now": self._now()}) == 1
-
-        return self._run(go)
-
-    def set_host_delay(self, crawl: str, origin: str, seconds: float) -> None:
-        def go() -> None:
-            with self._write() as tx:
-                p = {"crawl": crawl, "origin": origin, "delay": seconds}
-                tx.many("add_host", [{"crawl": crawl, "origin": origin}])
-                tx.run("set_host_delay", p)
-
-        self._run(go)
-        if seconds > 0:
-            self.__dict__.setdefault("_delays_seen", {})[crawl] = (time.monotonic(), True)

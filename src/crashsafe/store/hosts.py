@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from crashsafe.store.base import Politeness
+from crashsafe.store.values import Politeness
 
 
 def origin_of(url: str) -> str:

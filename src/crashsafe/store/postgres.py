@@ -18,20 +18,21 @@ connection (psycopg 3): opening, migrating, transactions, errors, reconnecting.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from crashsafe.errors import ConfigError, SchemaError, StoreError
 from crashsafe.store import masked
-from crashsafe.store.base import Lease, NewUrl, PageOutcome, Politeness
-from crashsafe.store.core import Claimed, Params, SQLStore, StaleInGroup, Tx, fenced_by_count
+from crashsafe.store.core import SQLStore
+from crashsafe.store.postgres_urls import options_of
+from crashsafe.store.postgres_urls import why as _why
 from crashsafe.store.queries import load_migrations, load_queries
+from crashsafe.store.sql_base import Claimed, Params, StaleInGroup, Tx, fenced_by_count
+from crashsafe.store.values import Lease, NewUrl, PageOutcome, Politeness
 
 try:
     import psycopg
@@ -42,8 +43,6 @@ except ImportError:  # pragma: no cover - the optional extra
 T = TypeVar("T")
 Q = load_queries("postgres")
 MIGRATIONS = load_migrations("postgres")
-SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-RECONNECT_FOR = 300.0  # seconds a lost server is waited for before a call fails
 RETRIES = 5  # runs of a call that a deadlock or serialisation failure rolled back
 FENCE_FAILED = "CS409"  # crashsafe_fenced(): a fenced update of a group missed its row
 
@@ -58,54 +57,6 @@ def _fenced_sql(sql: str) -> str:
 
 
 FENCED = {name: _fenced_sql(Q[name]) for name in ("mark_done", "mark_retry", "mark_failed")}
-
-
-def split_url(url: str) -> tuple[str, str]:
-    """libpq's connection URI and the schema named by ``?schema=`` (default public)."""
-    conninfo, schema, _ = _options(url)
-    return conninfo, schema
-
-
-def _options(url: str) -> tuple[str, str, float]:
-    """libpq's URI, then crashsafe's own parameters: ``schema`` (default public) and
-    ``reconnect_seconds`` (how long a lost server is waited for, default 300)."""
-    parts = urlsplit(url)
-    schema, reconnect, rest = "public", str(RECONNECT_FOR), []
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if name == "schema":
-            schema = value
-        elif name == "reconnect_seconds":
-            reconnect = value
-        else:
-            rest.append((name, value))
-    if not SCHEMA_NAME.fullmatch(schema):
-        raise ConfigError(
-            f"{masked(url)}: schema {schema!r} is not a plain lower-case name (letters, digits, _)"
-        )
-    try:
-        seconds = float(reconnect)
-    except ValueError:
-        seconds = -1.0
-    if not seconds >= 0:
-        raise ConfigError(f"{masked(url)}: reconnect_seconds={reconnect!r}: give seconds >= 0")
-    scheme = "postgresql" if parts.scheme == "postgres" else parts.scheme
-    return parts._replace(scheme=scheme, query=urlencode(rest)).geturl(), schema, seconds
-
-
-def with_schema(url: str, schema: str) -> str:
-    """``url`` naming ``schema`` (replacing a ``?schema=`` it had)."""
-    parts = urlsplit(url)
-    options = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "schema"]
-    return parts._replace(query=urlencode([*options, ("schema", schema)])).geturl()
-
-
-def drop_schema(url: str) -> None:
-    """Drop the schema ``url`` names, with everything in it (tests, the kill test)."""
-    conninfo, schema = split_url(url)
-    if schema == "public":
-        raise ConfigError(f"{masked(url)}: refusing to drop the public schema")
-    with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 class _Unreachable(Exception):
@@ -185,7 +136,7 @@ class PostgresStore(SQLStore):
                 "the PostgreSQL store needs psycopg: pip install 'crashsafe[postgres]'"
             )
         self.url = url
-        self._conninfo, self.schema, self._reconnect_for = _options(url)
+        self._conninfo, self.schema, self._reconnect_for = options_of(url)
         # Two-key advisory locks: (this schema's key, worker id); (key, 0) for migrations.
         self._space = zlib.crc32(self.schema.encode()) & 0x7FFFFFFF
         self._clock = clock
@@ -458,18 +409,3 @@ class PostgresStore(SQLStore):
     def _alive(self, tx: Tx, owners: Sequence[str]) -> set[str]:
         found = tx.rows("live_owners", {"space": self._space, "owners": list(owners)})
         return {row[0] for row in found}
-
-
-def _why(exc: BaseException) -> str:
-    """psycopg's error in words that say what to check."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    lower = text.lower()
-    if "connection refused" in lower or "could not connect" in lower:
-        return f"{text} (is PostgreSQL running there? check the host and port in --db)"
-    if "does not exist" in lower and "database" in lower:
-        return f"{text} (create it, e.g. `createdb NAME`, or check --db)"
-    if "password authentication failed" in lower or "no password supplied" in lower:
-        return f"{text} (check the user and password in --db, or PGPASSWORD)"
-    if "read-only transaction" in lower:
-        return f"{text} (this command only reads)"
-    return text

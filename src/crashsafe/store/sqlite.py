@@ -22,9 +22,10 @@ from urllib.parse import quote
 
 from crashsafe.errors import SchemaError, StoreError
 from crashsafe.files import create_private
-from crashsafe.store.core import Claimed, Params, SQLStore, Tx, fenced_by_count
+from crashsafe.store.core import SQLStore
 from crashsafe.store.liveness import LockDir
 from crashsafe.store.queries import load_migrations, load_queries
+from crashsafe.store.sql_base import Claimed, Params, Tx, fenced_by_count
 from crashsafe.store.sqlite_errors import why as _why
 
 T = TypeVar("T")

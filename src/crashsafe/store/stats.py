@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from crashsafe.store.base import CrawlStats
+from crashsafe.store.values import CrawlStats
 
 #: Grant outcomes that made no request.
 UNFETCHED = ("released", "skipped", "deferred")

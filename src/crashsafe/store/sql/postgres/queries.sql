@@ -279,16 +279,18 @@ SELECT DISTINCT lease_owner FROM frontier
 WHERE crawl = %(crawl)s AND state = 'leased' AND lease_owner IS NOT NULL;
 
 -- name: release_owner
--- many. A dead worker's lease: an attempt (it may have fetched); due again at once the
--- first time, after a retry's backoff when its URL has been tried before (a crash loop).
+-- many. A dead worker's lease: an attempt (it may have fetched). Due again at once the
+-- first time; once tried before, after a pause of at least pause seconds or its retry
+-- backoff, stretched by up to half at random (see SQLite's queries.sql for why).
 UPDATE frontier f
 SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = f.attempts + 1,
     next_attempt_at = CASE WHEN f.attempts = 0 THEN 'epoch'::timestamptz
-        ELSE crashsafe_now(u.now) + make_interval(
-            secs => least(u.cap, u.base * power(2, least(f.attempts - 1, 30)))) END
+        ELSE crashsafe_now(u.now) + make_interval(secs => greatest(u.pause,
+            least(u.cap, u.base * power(2, least(f.attempts - 1, 30)))) * (1 + random() / 2))
+        END
 FROM unnest(%(crawl)s::text[], %(owner)s::text[], %(now)s::float8[], %(base)s::float8[],
-            %(cap)s::float8[]) AS u(crawl, owner, now, base, cap)
+            %(cap)s::float8[], %(pause)s::float8[]) AS u(crawl, owner, now, base, cap, pause)
 WHERE f.crawl = ANY(%(crawl)s::text[]) AND f.state = 'leased'
   AND f.lease_owner = ANY(%(owner)s::text[]) AND f.crawl = u.crawl AND f.lease_owner = u.owner;
 

@@ -182,13 +182,16 @@ SELECT DISTINCT lease_owner FROM frontier
 WHERE crawl = :crawl AND state = 'leased' AND lease_owner IS NOT NULL;
 
 -- name: release_owner
--- A dead worker's lease: an attempt (it may have fetched); due again at once the first
--- time, after a retry's backoff when its URL has been tried before (a crash loop).
+-- A dead worker's lease: an attempt (it may have fetched). Due again at once the first
+-- time; once tried before, after a pause of at least :pause seconds or its retry backoff,
+-- stretched by up to half at random: in a crash loop the URLs a dying worker held would
+-- otherwise be the first its restart takes again, and lose their attempts together.
 UPDATE frontier
 SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = attempts + 1,
     next_attempt_at = CASE WHEN attempts = 0 THEN 0
-                           ELSE :now + min(:cap, :base * (1 << min(attempts - 1, 30))) END
+        ELSE :now + max(:pause, min(:cap, :base * (1 << min(attempts - 1, 30))))
+                    * (1.0 + (abs(random()) % 1000) / 2000.0) END
 WHERE crawl = :crawl AND state = 'leased' AND lease_owner = :owner;
 
 -- name: due_in

@@ -1,0 +1,80 @@
+"""A crawl's background duties to its leases: renew the ones in flight, and take back the
+ones dead peers held.
+
+Both run beside the crawl loop for its whole life. Renewal extends the leases of the
+pages in flight every third of their length; a lease found lost (this worker was paused
+past it, and the URL was granted again) stops its page, whose commit the store would
+refuse anyway. The peer watch asks the store every few seconds, busy or not, to put back
+the leases of workers whose liveness lock is free: a dead peer's URLs come back within
+seconds, not when its leases expire (the idle loop asks too, more often).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from crashsafe.store import Backoff, Lease, Store
+from crashsafe.store.process import StoreCall
+
+WATCH_PEERS_EVERY = 5.0  # seconds between looks for dead workers while busy
+
+
+class InFlight(Protocol):
+    lease: Lease
+    committing: bool
+
+
+class Upkeep:
+    """Renewal and the peer watch of one worker (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        call: StoreCall,
+        store: Store,
+        crawl: str,
+        lease_seconds: float,
+        backoff: Backoff,
+        inflight: Mapping[asyncio.Task[None], InFlight],
+        warn: Callable[[str], Any] = sys.stderr.write,
+    ) -> None:
+        self._call, self._store, self._crawl = call, store, crawl
+        self._lease_seconds = lease_seconds
+        self._backoff = backoff
+        self._inflight = inflight
+        self._warn = warn
+
+    async def renew_forever(self) -> None:
+        period = self._lease_seconds / 3
+        while True:
+            await asyncio.sleep(period)
+            if not self._inflight:
+                continue
+            leases = [f.lease for f in self._inflight.values()]
+            try:
+                lost = await self._call(self._store.renew, self._crawl, leases, self._lease_seconds)
+            except Exception as exc:  # the commits will tell; keep renewing
+                self._warn(f"crashsafe: renewing leases failed ({exc}); trying again\n")
+                continue
+            if lost:
+                gone = {x.grant_id for x in lost}
+                for task, slot in list(self._inflight.items()):
+                    if slot.lease.grant_id in gone and not slot.committing:
+                        task.cancel()
+
+    async def watch_peers_forever(self) -> None:
+        while True:
+            await asyncio.sleep(WATCH_PEERS_EVERY)
+            try:
+                await self.reclaim()
+            except Exception as exc:  # e.g. the store is reconnecting: next time
+                self._warn(f"crashsafe: looking for dead workers failed ({exc})\n")
+
+    async def reclaim(self) -> int:
+        """Put back the leases of dead workers now; how many."""
+        return await self._call(
+            self._store.reclaim_dead_workers, self._crawl, backoff=self._backoff
+        )
