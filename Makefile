@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/crashsafe demo
 
+# Two test processes: most tests wait on sockets and child processes, so two at a time
+# fit a 2-core machine (measured: 300 s -> 216 s, 244 s with the other core kept busy).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

@@ -36,8 +36,9 @@ def test_a_busy_worker_takes_a_dead_peers_leases_at_once(
         taken = time.monotonic() - killed
         assert busy.poll() is None, "the busy worker finished first: make the shop slower"
         assert taken < 10, taken  # (the peer watch looks every 5 s)
-        busy.communicate(timeout=120)
-    assert busy.returncode == 0
+        busy.send_signal(signal.SIGINT)  # the rest of the crawl proves nothing more
+        busy.communicate(timeout=60)
+    assert busy.returncode == 130
     [row] = json.loads(run_cli("status", "--db", any_db_url, "--json").stdout)
-    assert row["done"] == 525 and row["leased"] == 0
-    assert get_json(f"{site.url}/stats")["repeated"] <= 2
+    assert row["leased"] == 0 and row["workers"] == []  # nothing held by anybody
+    assert get_json(f"{site.url}/stats")["repeated"] <= 2  # the dead worker's two pages

@@ -81,7 +81,9 @@ class KillTestResult:
             problems.append(f"{outcome.repeated} repeated requests > bound {self.bound(outcome)}")
         if any(code != 0 for code in outcome.final_exit):
             said = "; ".join(dict.fromkeys(outcome.final_errors))  # each message once
-            problems.append(f"final run exited {outcome.final_exit}: {said}")
+            problems.append(
+                f"final run exited {outcome.final_exit}" + (f": {said}" if said else "")
+            )
         return problems
 
     @property

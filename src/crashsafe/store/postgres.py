@@ -141,6 +141,7 @@ class PostgresStore(SQLStore):
         self._space = zlib.crc32(self.schema.encode()) & 0x7FFFFFFF
         self._clock = clock
         self._readonly = readonly
+        self._given_up_at: float | None = None  # a call gave up reconnecting, lost since
         self._worker_id: int | None = None
         self._conn = self._connect()
         try:
@@ -254,8 +255,10 @@ class PostgresStore(SQLStore):
 
     def _run(self, fn: Callable[[], T]) -> T:
         """Run ``fn``; on a lost connection reconnect with backoff and run it again, on a
-        deadlock or serialisation failure run it again at once."""
-        lost_since: float | None = None
+        deadlock or serialisation failure run it again at once. Once a call has waited
+        ``reconnect_seconds`` in vain, the next ones try one reconnection each and fail at
+        once (the crawl is stopping; its queued calls must not wait that long again)."""
+        lost_since: float | None = self._given_up_at
         rolled_back = 0
         backoff = 0.1
         while True:
@@ -263,7 +266,7 @@ class PostgresStore(SQLStore):
                 if lost_since is not None:
                     self._reconnect()
                     sys.stderr.write(f"crashsafe: reconnected to {masked(self.url)}\n")
-                    lost_since = None
+                    lost_since = self._given_up_at = None
                 return fn()
             except psycopg.Error as exc:
                 if isinstance(exc, pg_errors.TransactionRollback) and rolled_back < RETRIES:
@@ -281,6 +284,7 @@ class PostgresStore(SQLStore):
                     f"crashsafe: lost the connection to {masked(self.url)} ({why}); reconnecting\n"
                 )
             if now - lost_since >= self._reconnect_for:
+                self._given_up_at = lost_since
                 raise StoreError(
                     f"database {masked(self.url)}: no connection for "
                     f"{self._reconnect_for:.0f} s ({why}); run the same command again once "
