@@ -19,7 +19,7 @@ from crashsafe import aio
 from crashsafe.cli.options import db_option, fmt_seconds, group_errors, iso_time, open_db
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.errors import ConfigError
-from crashsafe.store import CrawlStats, Store, WorkerInfo
+from crashsafe.store import CrawlStats, Store, WorkerInfo, masked
 from crashsafe.text import printable
 
 if TYPE_CHECKING:
@@ -71,8 +71,8 @@ def report_result(result: CrawlResult, db_url: str) -> None:
         if len(groups) > 3:
             click.echo(f"  ... and {len(groups) - 3} other error(s)", err=True)
         click.echo(
-            f"{s.failed} URL(s) failed: see `crashsafe failed --group --db {db_url}`, "
-            f"re-queue with `crashsafe retry --db {db_url}`.",
+            f"{s.failed} URL(s) failed: see `crashsafe failed --group --db {masked(db_url)}`, "
+            f"re-queue with `crashsafe retry --db {masked(db_url)}`.",
             err=True,
         )
     if result.interrupted:
@@ -235,7 +235,9 @@ def crawl_names(store: Store, crawl: str | None) -> list[str]:
     names = store.crawls()
     if crawl is not None:
         if crawl not in names:
-            raise ConfigError(f"no crawl named {crawl!r} in {store.url}; it has: {names or 'none'}")
+            raise ConfigError(
+                f"no crawl named {crawl!r} in {masked(store.url)}; it has: {names or 'none'}"
+            )
         return [crawl]
     return names
 
@@ -266,7 +268,7 @@ def status(db_url: str, crawl_name: str | None, as_json: bool) -> None:
             out.append(item)
         click.echo(json.dumps(out, indent=2))
     elif not rows:
-        click.echo(f"no crawls in {db_url}")
+        click.echo(f"no crawls in {masked(db_url)}")
     else:
         # Piped output keeps whole column names instead of the 80-column default.
         from rich.console import Console

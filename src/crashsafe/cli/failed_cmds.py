@@ -6,6 +6,7 @@ import click
 
 from crashsafe.cli.crawl_cmds import crawl_names
 from crashsafe.cli.options import db_option, group_errors, open_db, short_error
+from crashsafe.store import masked
 from crashsafe.text import printable
 
 
@@ -36,7 +37,9 @@ def failed(db_url: str, crawl_name: str | None, full: bool, group: bool) -> None
             click.echo(printable(line))
             if error and error != "-":
                 click.echo("    " + printable(error).replace("\n", "\n    "))
-    click.echo(f"{len(rows)} failed URL(s); `crashsafe retry --db {db_url}` re-queues them.")
+    click.echo(
+        f"{len(rows)} failed URL(s); `crashsafe retry --db {masked(db_url)}` re-queues them."
+    )
 
 
 @click.command()

@@ -23,9 +23,9 @@ def db_option() -> Callable[[F], F]:
         "--db",
         "db_url",
         default=os.environ.get("CRASHSAFE_DB", DEFAULT_DB),
-        show_default=True,
+        show_default=f"{DEFAULT_DB}, or $CRASHSAFE_DB",  # (never its value: a password)
         metavar="URL",
-        help="Database: sqlite:///path.db (env CRASHSAFE_DB).",
+        help="Database: sqlite:///path.db or postgresql://user@host/db (env CRASHSAFE_DB).",
     )
 
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from crashsafe.errors import StoreError
+from crashsafe.store import masked
 from crashsafe.store.hosts import choose_politely, origin_of
 from crashsafe.store.sql_base import Claimed, Params, Tx, first
 from crashsafe.store.sql_robots import SQLRobots
@@ -357,7 +358,7 @@ class SQLStore(SQLWorkers, SQLRobots):
                 value = json.loads(data)
             except ValueError as exc:  # written by something else than crashsafe
                 raise StoreError(
-                    f"{self.url}: record {id_} of crawl {crawl_!r} holds data that is not "
+                    f"{masked(self.url)}: record {id_} of crawl {crawl_!r} holds data that is not "
                     f"JSON ({exc}); fix or delete that row"
                 ) from exc
             yield StoredRecord(

@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from crashsafe.errors import StoreError
+from crashsafe.store import masked
 from crashsafe.store.base import Store
 
 T = TypeVar("T")
@@ -143,7 +144,8 @@ class _Answers(asyncio.Protocol):
         own close waits for no answer and should not wait for the process either)."""
         if self._error is None:
             self._error = StoreError(
-                f"the store process for {self.url} ended unexpectedly ({self.how_it_ended()})"
+                f"the store process for {masked(self.url)} ended unexpectedly "
+                f"({self.how_it_ended()})"
             )
         return self._error
 
@@ -200,7 +202,7 @@ class StoreProcess:
 
     async def call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         if self._transport is None:
-            raise StoreError(f"the store process for {self.store.url} is not running")
+            raise StoreError(f"the store process for {masked(self.store.url)} is not running")
         call = (_method_name(self.store, fn), args, kwargs)
         request = pickle.dumps(call, protocol=pickle.HIGHEST_PROTOCOL)
         future = self._expect()
