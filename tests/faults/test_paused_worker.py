@@ -137,15 +137,15 @@ def check_newest_fetch_kept(site: ChangingSite, db_url: str) -> int:
 
 
 def test_a_worker_stopped_past_its_lease_cannot_overwrite(
-    site: tuple[ChangingSite, str], db_url: str, tmp_path: Path
+    site: tuple[ChangingSite, str], any_db_url: str, tmp_path: Path
 ) -> None:
     server, base = site
-    a = worker(tmp_path, base, db_url, "A")
+    a = worker(tmp_path, base, any_db_url, "A")
     try:
         wait_for(lambda: server.held >= 4)  # A has requests in flight, held at the gate
         os.kill(a.pid, signal.SIGSTOP)
         server.gate_open.set()  # A's answers wait in its socket while it is stopped
-        b = worker(tmp_path, base, db_url, "B")
+        b = worker(tmp_path, base, any_db_url, "B")
         finish(b)  # B takes A's lapsed leases over and completes the crawl
         os.kill(a.pid, signal.SIGCONT)
         finish(a)  # A wakes up, finds its leases gone: nothing of its pages is written
@@ -157,23 +157,23 @@ def test_a_worker_stopped_past_its_lease_cannot_overwrite(
             a.wait()
     held_by_a = [p for p, served in server.served.items() if any(x == "A" for x, _ in served)]
     assert len(held_by_a) >= 4
-    check_newest_fetch_kept(server, db_url)
+    check_newest_fetch_kept(server, any_db_url)
 
 
 def test_a_parse_that_blocks_past_its_lease_cannot_overwrite(
-    site: tuple[ChangingSite, str], db_url: str, tmp_path: Path
+    site: tuple[ChangingSite, str], any_db_url: str, tmp_path: Path
 ) -> None:
     server, base = site
     server.gate_open.set()
     marker = str(tmp_path / "parse")
     os.environ["BLOCK_IN_PARSE"] = marker
     try:
-        a = worker(tmp_path, base, db_url, "A")
+        a = worker(tmp_path, base, any_db_url, "A")
     finally:
         del os.environ["BLOCK_IN_PARSE"]
     try:
         wait_for(lambda: Path(marker + ".blocked").exists())
-        b = worker(tmp_path, base, db_url, "B")
+        b = worker(tmp_path, base, any_db_url, "B")
         finish(b)
         Path(marker + ".go").touch()
         finish(a)
@@ -182,4 +182,4 @@ def test_a_parse_that_blocks_past_its_lease_cannot_overwrite(
             a.kill()
             a.wait()
     # A's commit of /p/3 (and of any page it held) was refused, not written over B's
-    assert check_newest_fetch_kept(server, db_url) >= 1
+    assert check_newest_fetch_kept(server, any_db_url) >= 1
