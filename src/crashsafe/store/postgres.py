@@ -356,8 +356,10 @@ class PostgresStore(SQLStore):
                 row = cur.fetchone()
             self._analyzed_at = max(int(row[0]) if row else 0, 0)
             self._links_added = 0
-        except psycopg.Error:  # (not the table's owner, say): autovacuum will do it
+        except pg_errors.InsufficientPrivilege:  # not the table's owner: autovacuum does it
             self._links_added = -(10**12)
+        except psycopg.Error:  # (the connection, say): try again after as many links
+            self._links_added = 0
 
     def register_worker(self, crawl: str = "", *, pid: int | None = None) -> str:
         owner = super().register_worker(crawl, pid=pid)

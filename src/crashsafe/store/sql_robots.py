@@ -15,6 +15,13 @@ class SQLRobots(SQLBase):
     """robots.txt per origin (the last copy, the failure state, the one-fetcher claim)
     and the Crawl-delays that claims honour for all workers."""
 
+    _delays: dict[str, tuple[float, bool]] | None = None  # crawl: (looked at, any delay)
+
+    def _delays_seen(self) -> dict[str, tuple[float, bool]]:
+        if self._delays is None:
+            self._delays = {}
+        return self._delays
+
     # -- robots.txt cache ----------------------------------------------------------------
     def get_robots(self, crawl: str, origin: str) -> RobotsEntry | None:
         def go() -> RobotsEntry | None:
@@ -73,13 +80,13 @@ class SQLRobots(SQLBase):
 
         self._run(go)
         if seconds > 0:
-            self.__dict__.setdefault("_delays_seen", {})[crawl] = (time.monotonic(), True)
+            self._delays_seen()[crawl] = (time.monotonic(), True)
 
     def _host_delays(self, tx: Tx, crawl: str) -> bool:
         """Whether an origin of ``crawl`` has a robots.txt Crawl-delay (then every claim
         honours politeness). Looked up every few seconds, not at every claim: another
         worker's new Crawl-delay reaches this one's claims that much later."""
-        seen = self.__dict__.setdefault("_delays_seen", {})
+        seen = self._delays_seen()
         known = seen.get(crawl)
         now = time.monotonic()
         if known is None or (not known[1] and now - known[0] > HOST_DELAYS_EVERY):
