@@ -13,9 +13,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from crashsafe.api import crawl, crawl_async
     from crashsafe.crawl.engine import Crawler, CrawlResult
     from crashsafe.crawl.settings import CrawlSettings
-    from crashsafe.crawl.spider import Link, Page, Record, Spider
+    from crashsafe.crawl.spider import Link, Page, Record, Request, Spider
     from crashsafe.errors import (
         ConfigError,
         CrashsafeError,
@@ -36,6 +37,7 @@ _WHERE = {
     "Link": "crashsafe.crawl.spider",
     "Page": "crashsafe.crawl.spider",
     "Record": "crashsafe.crawl.spider",
+    "Request": "crashsafe.crawl.spider",
     "Spider": "crashsafe.crawl.spider",
     "ConfigError": "crashsafe.errors",
     "CrashsafeError": "crashsafe.errors",
@@ -48,6 +50,8 @@ _WHERE = {
     "stable_text_id": "crashsafe.ids",
     "Store": "crashsafe.store",
     "open_store": "crashsafe.store",
+    "crawl": "crashsafe.api",
+    "crawl_async": "crashsafe.api",
 }
 
 __all__ = [
@@ -59,6 +63,7 @@ __all__ = [
     "Link",
     "Page",
     "Record",
+    "Request",
     "SchemaError",
     "Spider",
     "SpiderLoadError",
@@ -66,6 +71,8 @@ __all__ = [
     "StoreError",
     "WorkerBusyError",
     "canonical_url",
+    "crawl",
+    "crawl_async",
     "open_store",
     "record_id",
     "stable_text_id",

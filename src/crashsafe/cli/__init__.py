@@ -20,6 +20,8 @@ COMMANDS = {
     "failed": "failed_cmds:failed",
     "retry": "failed_cmds:retry",
     "export": "export_cmd:export",
+    "parse": "try_cmds:parse_cmd",
+    "shell": "try_cmds:shell",
     "demo-site": "demo_cmds:demo_site",
     "demo": "demo_cmds:demo",
     "killtest": "killtest_cmd:killtest",

@@ -25,18 +25,25 @@ from crashsafe.text import printable
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from crashsafe.cli.export_cmd import Feed
     from crashsafe.crawl.engine import CrawlResult
 
 INTERRUPTED = "Interrupted: run the same command again to resume."
 
 
 def parse_sets(pairs: Iterable[str]) -> dict[str, Any]:
+    """``-s NAME=VALUE`` options as settings; ``default_headers`` may be given several
+    times (``-s "default_headers=Accept-Language: fr"``), each adding one header."""
     settings: dict[str, Any] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep:
             raise ConfigError(f"--set {pair!r}: use --set name=value")
-        settings[name.strip()] = CrawlSettings.parse_value(name.strip(), value.strip())
+        name = name.strip()
+        parsed = CrawlSettings.parse_value(name, value.strip())
+        if name == "default_headers":
+            parsed = settings.get(name, ()) + parsed
+        settings[name] = parsed
     return settings
 
 
@@ -91,7 +98,20 @@ def report_result(result: CrawlResult, db_url: str) -> None:
 @click.option("--lease-seconds", type=click.FloatRange(min=0.1), help="Lease length (default 60).")
 @click.option("--max-attempts", type=click.IntRange(min=1), help="Fetches before a URL fails.")
 @click.option("--start-url", "start_urls", multiple=True, help="Replace the spider's start_urls.")
-@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="Any crawl setting.")
+@click.option("-s", "--set", "sets", multiple=True, metavar="NAME=VALUE", help="Any crawl setting.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="When the crawl is complete, write its records here (.jsonl, .json or .csv); "
+    "refused if the file exists.",
+)
+@click.option(
+    "-O",
+    "--overwrite-output",
+    type=click.Path(dir_okay=False),
+    help="As -o, replacing the file if it exists.",
+)
 @click.option(
     "--workers",
     default=1,
@@ -110,6 +130,8 @@ def crawl(
     max_attempts: int | None,
     start_urls: tuple[str, ...],
     sets: tuple[str, ...],
+    output: str | None,
+    overwrite_output: str | None,
     workers: int,
     store_fd: int | None,
     parent_fd: int | None,
@@ -118,8 +140,12 @@ def crawl(
     """Crawl with SPIDER (path/file.py[:Class] or module:Class) until nothing is left.
 
     Kill it at any moment and run the same command again: it resumes, and every record
-    ends up stored exactly once.
+    ends up stored exactly once. With -o/-O the records are written to a file when the
+    crawl is complete, from the database (each record once; the file is replaced whole).
     """
+    from crashsafe.cli.export_cmd import Feed
+
+    feed = Feed.from_options(output, overwrite_output)
     from crashsafe.crawl.engine import Crawler
     from crashsafe.crawl.loader import load_spider
 
@@ -149,7 +175,7 @@ def crawl(
         args += [f"--set={pair}" for pair in sets]
         args += [f"--{k.replace('_', '-')}={v}" for k, v in options.items() if v is not None]
         with contextlib.closing(store):
-            run_as_workers(store, spider_cls.name, workers, args, progress)
+            run_as_workers(store, spider_cls.name, workers, args, progress, feed)
         return
     try:
         crawler = Crawler(
@@ -165,10 +191,14 @@ def crawl(
         store.close()
     if parent_fd is not None:  # a worker: the command that started it reports
         sys.exit(130 if result.interrupted else 0)
+    if feed is not None and not result.interrupted:
+        feed.write(db_url, spider_cls.name)
     report_result(result, db_url)
 
 
-def run_as_workers(store: Store, crawl: str, n: int, args: list[str], progress: bool) -> None:
+def run_as_workers(
+    store: Store, crawl: str, n: int, args: list[str], progress: bool, feed: Feed | None = None
+) -> None:
     """``crawl --workers n``: run the workers, then report for the whole crawl."""
     from crashsafe.cli.workers import run_workers
     from crashsafe.crawl.engine import CrawlResult
@@ -192,6 +222,8 @@ def run_as_workers(store: Store, crawl: str, n: int, args: list[str], progress: 
         click.echo(summary(result), err=True)
         click.echo("Run the same command again to resume.", err=True)
         sys.exit(1)
+    if feed is not None and not stopped:
+        feed.write(store.url, crawl)
     report_result(result, store.url)
 
 

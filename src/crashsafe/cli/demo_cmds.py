@@ -77,14 +77,34 @@ def _shop_thread(options: ShopOptions, port: int) -> Iterator[ShopThread]:
 
 @click.command("demo-site")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--members",
+    is_flag=True,
+    help="Serve the members-only shop instead (login, cookies, a POST search API, a "
+    "sitemap; for examples/members.py).",
+)
 @shop_options
-def demo_site(port: int, **shop: Any) -> None:
+def demo_site(port: int, members: bool, **shop: Any) -> None:
     """Serve the demo shop on 127.0.0.1 until Ctrl-C.
 
     Listing pages /list/N link their products and the next listing; /stats counts the
     requests the server saw; /catalogue is the ground truth.
     """
     from crashsafe.demo.shop import Shop, ShopOptions
+
+    if members:
+        from crashsafe.demo.members import Members
+
+        serve_until_interrupted(
+            Members().app(),
+            port,
+            announce=lambda bound: (
+                f"members-only shop: http://127.0.0.1:{bound}/login (user demo, password "
+                "secret; truth at /truth, stats at /stats). Ctrl-C stops it."
+            ),
+            name="members shop",
+        )
+        return
 
     options = ShopOptions(**shop)
     serve_until_interrupted(

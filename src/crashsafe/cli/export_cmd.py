@@ -8,6 +8,7 @@ import errno
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -126,10 +127,79 @@ def _output_error(path: Path, exc: OSError) -> CrashsafeError:
     return CrashsafeError(f"cannot write {path}: {why}{kept}")
 
 
+def write_json(records: Iterable[StoredRecord], out: IO[str]) -> int:
+    """Records as one JSON array (a record per line inside it)."""
+    n = 0
+    out.write("[")
+    for r in records:
+        out.write(("\n" if n == 0 else ",\n") + json.dumps(_record_dict(r), ensure_ascii=False))
+        n += 1
+    out.write("\n]\n")
+    return n
+
+
+FEED_FORMATS = {".jsonl": "jsonl", ".jl": "jsonl", ".json": "json", ".csv": "csv"}
+
+
+@dataclass(frozen=True, slots=True)
+class Feed:
+    """``crawl -o FILE`` / ``-O FILE``: the crawl's records written at its end, from the
+    store (which stays the truth), to a file replaced whole by a rename."""
+
+    path: Path
+    fmt: str
+    overwrite: bool
+
+    @classmethod
+    def from_options(cls, output: str | None, overwrite: str | None) -> Feed | None:
+        if output and overwrite:
+            raise ConfigError("give -o FILE or -O FILE, not both")
+        target = output or overwrite
+        if not target:
+            return None
+        path = Path(target)
+        fmt = FEED_FORMATS.get(path.suffix.lower())
+        if fmt is None:
+            known = ", ".join(FEED_FORMATS)
+            raise ConfigError(f"-o {target}: the format comes from the extension ({known})")
+        feed = cls(path, fmt, overwrite=bool(overwrite))
+        feed.check()
+        return feed
+
+    def check(self) -> None:
+        """Refuse, before any work, a file -o would have to overwrite."""
+        if self.path.exists() and not self.overwrite:
+            raise ConfigError(
+                f"{self.path} exists: -O {self.path} replaces it (the file holds every record "
+                "of the crawl, so appending would repeat them)"
+            )
+
+    def write(self, db_url: str, crawl: str) -> int:
+        self.check()
+        store = open_db(db_url, readonly=True)
+        try:
+            with _open_output(str(self.path)) as out:
+                n = write_records(store, crawl, 0.0, out, self.fmt)
+        finally:
+            store.close()
+        click.echo(f"wrote {n} record(s) to {self.path}", err=True)
+        return n
+
+
+def write_records(
+    store: Store, crawl: str | None, since: float, out: IO[str], fmt: str, *, raw: bool = False
+) -> int:
+    if fmt == "csv":
+        return write_csv(store, crawl, since, out, raw=raw)
+    write = write_jsonl if fmt == "jsonl" else write_json
+    with _records(store, crawl, since) as records:
+        return write(records, out)
+
+
 @click.command()
 @db_option()
 @click.option("--crawl", "crawl_name", help="Only this crawl.")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "json", "csv"]), default="jsonl")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="File (default stdout).")
 @click.option("--since", help="Only records changed at or after this ISO time.")
 @click.option(
@@ -145,7 +215,7 @@ def export(
     since: str | None,
     csv_raw: bool,
 ) -> None:
-    """Write stored records as JSON Lines or CSV.
+    """Write stored records as JSON Lines, a JSON array or CSV.
 
     CSV cells that start with = + - @ (a formula to a spreadsheet) get a leading ' unless
     --csv-raw is given.
@@ -155,11 +225,7 @@ def export(
     try:
         crawl_names(store, crawl_name)
         with _open_output(output) as out:
-            if fmt == "jsonl":
-                with _records(store, crawl_name, since_ts) as records:
-                    n = write_jsonl(records, out)
-            else:
-                n = write_csv(store, crawl_name, since_ts, out, raw=csv_raw)
+            n = write_records(store, crawl_name, since_ts, out, fmt, raw=csv_raw)
     finally:
         store.close()
     if output:

@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 
 from yarl import URL
 
+from crashsafe.crawl.requests import Request, callback_name, frontier_key
 from crashsafe.crawl.settings import CrawlSettings
-from crashsafe.crawl.spider import Link, callback_name
 from crashsafe.errors import ConfigError
 from crashsafe.ids import DOT_SEGMENT, SIMPLE_URL, canonical_url, idna_host
 from crashsafe.store import NewUrl
@@ -253,23 +253,33 @@ class LinkFilter:
             return f"{_BAD}{exc}"
         return canonical if self.allow.allows(host, port) else None
 
-    def new_url(self, link: Link, depth: int) -> NewUrl | None:
+    def new_url(
+        self, request: Request, depth: int, *, parent: str = "", ordinal: int = 0
+    ) -> NewUrl | None:
+        """``request`` as the frontier keeps it, or None if it is not wanted (another
+        host, too deep). Raises BadLink for a URL that cannot be crawled, ConfigError for
+        a request that cannot be stored (``meta`` that is not JSON)."""
         if self.max_depth is not None and depth > self.max_depth:
             return None
-        url = self.canonical(link.url)
+        url = self.canonical(request.url)
         if url is None:
             return None
-        return NewUrl(url, depth, callback_name(link.callback), link.priority)
+        key = frontier_key(url, request, parent=parent, ordinal=ordinal)
+        callback = callback_name(request.callback)
+        return NewUrl(key, depth, callback, request.priority, request.stored())
 
-    def start_urls(self, urls: Iterable[str]) -> list[str]:
-        """The canonical start URLs; one that cannot be crawled is a ConfigError."""
+    def start_requests(self, requests: Iterable[Request]) -> list[NewUrl]:
+        """The start requests as the frontier keeps them; one that cannot be crawled is a
+        ConfigError (so is one that cannot be stored)."""
         starts = []
-        for url in urls:
+        for n, request in enumerate(requests):
             try:
-                canonical = self.canonical(url)
+                new = self.new_url(request, 0, parent="start", ordinal=n)
             except BadLink as exc:
-                raise ConfigError(f"start URL {url!r} cannot be crawled: {exc}") from None
-            if canonical is None:
-                raise ConfigError(f"start URL {url!r} is outside allowed_domains: add its host")
-            starts.append(canonical)
+                raise ConfigError(f"start URL {request.url!r} cannot be crawled: {exc}") from None
+            if new is None:
+                raise ConfigError(
+                    f"start URL {request.url!r} is outside allowed_domains: add its host"
+                )
+            starts.append(new)
         return starts

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from crashsafe.collector import rarer_gc
 from crashsafe.crawl.politeness import HostSlots
+from crashsafe.crawl.requests import Request
 from crashsafe.crawl.robots import ROBOTS_MAX_REDIRECTS, Robots, RobotsStore
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Spider
@@ -35,7 +36,6 @@ from crashsafe.store import (
     Backoff,
     CrawlStats,
     Lease,
-    NewUrl,
     PageOutcome,
     Politeness,
     Store,
@@ -82,7 +82,7 @@ class Crawler:
         spider: the Spider instance.
         store: an open Store (the crawler does not close it).
         settings: overrides ``spider.crawl_settings()`` when given.
-        start_urls: replace the spider's ``start_urls``.
+        start_urls: replace the spider's ``start_requests()`` by GETs of these URLs.
         progress: show live progress (on a terminal).
         handle_signals: install SIGINT/SIGTERM handlers for a graceful stop.
         store_process: serve the store from a child process (default: yes for SQLite on
@@ -112,7 +112,7 @@ class Crawler:
         self.store = store
         self.crawl = spider.name
         self.settings = settings or spider.crawl_settings()
-        self.start_urls = list(start_urls or spider.start_urls)
+        self.start_urls = list(start_urls) if start_urls else None
         self.show_progress = progress
         self.handle_signals = handle_signals
         self._db = store_runner(store, store_process, server=store_server)
@@ -279,13 +279,17 @@ class Crawler:
         await self._call(self.store.reclaim_dead_workers, self.crawl, backoff=self._backoff)
         from crashsafe.crawl.addresses import AddressGuard, GuardedResolver
         from crashsafe.crawl.allow import LinkFilter, host_and_port
+        from crashsafe.crawl.sessions import SendBuilder, load_cookies
 
-        links = LinkFilter(self.settings, self.start_urls)
-        starts = links.start_urls(self.start_urls)
+        requests = self._start_requests()
+        links = LinkFilter(self.settings, [r.url for r in requests])
+        starts = links.start_requests(requests)
+        start_hosts = [host_and_port(r.url.partition("#")[0])[0] for r in starts]
+        sends = SendBuilder(self.settings, start_hosts)
         guard = AddressGuard.for_crawl(
-            self.settings.allowed_addresses, [host_and_port(u)[0] for u in starts]
+            self.settings.allowed_addresses, start_hosts + sends.proxy_hosts()
         )
-        await self._call(self.store.enqueue, self.crawl, [NewUrl(u, 0) for u in starts])
+        await self._call(self.store.enqueue, self.crawl, starts)
         if not starts and not (await self._call(self.store.stats, self.crawl)).known:
             sys.stderr.write(
                 f"crashsafe: spider {type(self.spider).__name__} has no start_urls and the "
@@ -297,6 +301,8 @@ class Crawler:
 
         resolver = GuardedResolver(guard, self._resolver)
         async with new_session(self.settings, resolver=resolver) as session:
+            if self.settings.cookies_enabled:
+                load_cookies(session.cookie_jar, await self._call(self.store.cookies, self.crawl))
             processor = PageProcessor(
                 spider=self.spider,
                 settings=self.settings,
@@ -304,6 +310,7 @@ class Crawler:
                 robots=None,
                 hosts=HostSlots(self.settings.host_limit, self.settings.per_host_delay),
                 links=links,
+                sends=sends,
                 guard=guard,
             )
             if self.settings.obey_robots:
@@ -319,6 +326,29 @@ class Crawler:
             raise self._fatal
         stats = await self._call(self.store.stats, self.crawl)
         return CrawlResult(interrupted, time.monotonic() - started, stats)
+
+    def _start_requests(self) -> list[Request]:
+        """The requests a run starts from: ``start_urls`` given to the Crawler, or the
+        spider's ``start_requests()`` (by default a GET per ``start_urls`` entry)."""
+        if self.start_urls is not None:
+            return [Request(u) for u in self.start_urls]
+        try:
+            found = list(self.spider.start_requests() or ())
+        except Exception as exc:
+            raise SpiderError(
+                f"{type(self.spider).__name__}.start_requests() raised {type(exc).__name__}: {exc}"
+            ) from exc
+        requests = []
+        for item in found:
+            if isinstance(item, str):
+                item = Request(item)
+            if not isinstance(item, Request):
+                raise ConfigError(
+                    f"{type(self.spider).__name__}.start_requests() gave "
+                    f"{type(item).__name__}: give Request(...) objects or URL strings"
+                )
+            requests.append(item)
+        return requests
 
     def _robots(
         self,

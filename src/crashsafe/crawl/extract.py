@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
+
+from itemadapter import ItemAdapter
 
 from crashsafe.crawl.allow import BadLink, LinkFilter
-from crashsafe.crawl.spider import Link, Page, Record, Spider, callback_name
+from crashsafe.crawl.requests import Request, callback_name
+from crashsafe.crawl.spider import Link, Page, Record, Spider
+from crashsafe.errors import ConfigError
 from crashsafe.ids import record_id
 from crashsafe.store import NewUrl, RecordRow
 from crashsafe.store.values import storable
 
-__all__ = ["BadLink", "LinkFilter", "ParseError", "Rows", "run_callback", "to_rows"]
+__all__ = [
+    "BadLink",
+    "ItemKeyMissing",
+    "LinkFilter",
+    "ParseError",
+    "Rows",
+    "item_keyer",
+    "run_callback",
+    "to_rows",
+]
 
 
 class ParseError(Exception):
@@ -21,12 +34,14 @@ class ParseError(Exception):
 
 
 async def run_callback(spider: Spider, page: Page, callback: str | None) -> list[Any]:
-    """Call ``spider.<callback or parse>(page)`` and gather everything it yields."""
+    """Call ``spider.<callback or parse>(page, **page.cb_kwargs)`` and gather everything
+    it yields."""
     name = callback or "parse"
     method = getattr(spider, name, None)
     if not callable(method):
         raise ParseError(f"spider {type(spider).__name__} has no method {name!r}")
-    result = method(page)
+    kwargs = page.cb_kwargs
+    result = method(page, **kwargs) if kwargs else method(page)
     if result is None:
         return []
     if inspect.isasyncgen(result):
@@ -35,6 +50,36 @@ async def run_callback(spider: Spider, page: Page, callback: str | None) -> list
         result = await result
         return [] if result is None else list(result)
     return list(result)
+
+
+class ItemKeyMissing(ParseError):
+    """The spider yielded an item (a dict, a dataclass...) but says not how its key is
+    found: every page would fail the same way, so the crawl stops at the first."""
+
+
+def item_keyer(spider: Spider) -> Callable[[Mapping[str, Any]], Any] | None:
+    """How the key of an item the spider yields is found (``item_key``), or None.
+
+    ``item_key`` is a field name, or a function of the item: a method
+    (``def item_key(self, item)``), a static method, or a plain one-argument function
+    set on the class (``item_key = lambda item: item["sku"]``).
+    """
+    raw = inspect.getattr_static(spider, "item_key", None)
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        field_name = raw
+        return lambda item: item.get(field_name)
+    if isinstance(raw, staticmethod | classmethod) or (
+        inspect.isfunction(raw) and len(inspect.signature(raw).parameters) != 1
+    ):
+        return cast(Callable[[Mapping[str, Any]], Any], spider.item_key)
+    if callable(raw):
+        return cast(Callable[[Mapping[str, Any]], Any], raw)
+    raise ConfigError(
+        f"{type(spider).__name__}.item_key must be a field name or a function of the item, "
+        f"not {type(raw).__name__}"
+    )
 
 
 @dataclass(slots=True)
@@ -49,25 +94,28 @@ class Rows:
 
 
 SKIPPED_SHOWN = 3
-_LINKS = (Link, str)  # bad links kept per page to show in the log
+_LINKS = (Request, Link, str)
 
 
 _PRIORITY = range(-(2**63), 2**63)  # what the database's integer holds
 
 
-def _checked(link: Link) -> Link:
-    """``link`` if the store can keep it; a callback given as a method is kept by name."""
-    if not isinstance(link.url, str):
-        raise BadLink(f"the URL is a {type(link.url).__name__}, not a string")
-    callback = link.callback
-    if callable(callback):  # callback=self.parse_item: store the method's name
-        callback = callback_name(callback)
-        link = Link(link.url, callback, link.priority)
+def _request(item: Request | Link | str, page: Page) -> Request:
+    """``item`` as a Request whose URL is absolute, if the store can keep it."""
+    if isinstance(item, str):
+        return Request(page.urljoin(item))
+    if isinstance(item, Link):
+        item = Request(item.url, callback=item.callback, priority=item.priority)
+    if not isinstance(item.url, str):
+        raise BadLink(f"the URL is a {type(item.url).__name__}, not a string")
+    callback = callback_name(item.callback)  # callback=self.parse_item: kept by name
     if callback is not None and not (isinstance(callback, str) and callback.isidentifier()):
         raise BadLink(f"callback {callback!r} is not the name of a spider method")
-    if type(link.priority) is not int or link.priority not in _PRIORITY:
-        raise BadLink(f"priority {link.priority!r} is not an integer within 64 bits")
-    return link
+    if type(item.priority) is not int or item.priority not in _PRIORITY:
+        raise BadLink(f"priority {item.priority!r} is not an integer within 64 bits")
+    if not isinstance(item.method, str) or not item.method.isalpha():
+        raise BadLink(f"method {item.method!r} is not an HTTP method")
+    return replace(item, url=page.urljoin(item.url))
 
 
 def to_rows(
@@ -77,36 +125,24 @@ def to_rows(
     source: str,
     links: LinkFilter,
     max_links: int = 10_000,
+    parent: str = "",
+    item_key: Callable[[Mapping[str, Any]], Any] | None = None,
 ) -> Rows:
-    """Sort yielded items into records and new URLs, validating as we go.
+    """Sort yielded items into records and new requests, validating as we go.
 
+    ``parent`` is the page's frontier key (``dont_filter`` requests are keyed by it);
+    ``item_key`` finds the key of a plain item (a dict, a dataclass, a pydantic model).
     The same record key yielded twice by one page is stored once: the last one wins. A
-    malformed or unsupported link is skipped and counted, never fails the page; so are the
-    links beyond the first ``max_links``.
+    malformed or unsupported link is skipped and counted, never fails the page; so are
+    the links beyond the first ``max_links``.
     """
     records: dict[str, RecordRow] = {}
     rows = Rows()
     seen = 0
+    unfiltered = 0  # dont_filter requests so far: their place keys them
     for item in items:
         if isinstance(item, Record):
-            if item.key is None or item.key == "":
-                raise ParseError(
-                    "Record with an empty key: the key selector matched "
-                    "nothing? Every record needs a natural key (a SKU, a slug)."
-                )
-            key, src = str(item.key), item.source or source
-            try:
-                rid = record_id(src, key)
-            except UnicodeEncodeError:  # record_id hashes UTF-8: escape what it cannot carry
-                key, src = storable(key), storable(src)
-                rid = record_id(src, key)
-            try:
-                row = RecordRow.build(id=rid, source=src, key=key, url=page.url, data=item.data)
-            except (TypeError, ValueError) as exc:
-                hint = ""
-                if "Out of range float" in str(exc):
-                    hint = " (NaN or Infinity: store None or a string instead)"
-                raise ParseError(f"record {key!r}: data is not JSON: {exc}{hint}") from exc
+            row = _record_row(item.key, item.data, item.source or source, page.url)
             records[row.id] = row  # the same key again: the last one wins
         elif isinstance(item, _LINKS):
             seen += 1
@@ -116,27 +152,61 @@ def to_rows(
                     rows.skipped.append(f"links after the first {max_links}: max_links_per_page")
                 continue
             try:
-                link = _checked(item) if isinstance(item, Link) else Link(page.urljoin(item))
-                new = links.new_url(link, page.depth + 1)
+                request = _request(item, page)
+                if request.dont_filter:
+                    unfiltered += 1
+                new = links.new_url(request, page.depth + 1, parent=parent, ordinal=unfiltered)
             except (BadLink, ValueError) as exc:
                 rows.links_skipped += 1
                 if len(rows.skipped) < SKIPPED_SHOWN:
-                    text = str(item.url) if isinstance(item, Link) else item
+                    text = item if isinstance(item, str) else str(item.url)
                     rows.skipped.append(f"{text[:200]!r}: {exc}")
                 continue
+            except ConfigError as exc:  # meta or cb_kwargs that cannot be stored
+                raise ParseError(str(exc)) from None
             if new is not None:
                 rows.links.append(new)
         elif item is None:
             continue
+        elif ItemAdapter.is_item(item):
+            data = ItemAdapter(item).asdict()
+            if item_key is None:
+                raise ItemKeyMissing(
+                    f"parse yielded a {type(item).__name__} item, but the spider does not say "
+                    "which field identifies an item: set item_key = 'sku' (a field name) or a "
+                    "function of the item on the spider class, or yield Record(key=..., data=...)"
+                )
+            try:
+                key = item_key(data)
+            except Exception as exc:
+                raise ParseError(f"item_key failed on {type(item).__name__} item: {exc!r}") from exc
+            row = _record_row(key, data, source, page.url)
+            records[row.id] = row
         else:
-            hint = (
-                " (for a dict: Record(key=item['sku'], data=item))"
-                if isinstance(item, dict)
-                else ""
-            )
             raise ParseError(
-                f"parse yielded {type(item).__name__}: yield Record(...), "
-                f"page.follow(...) or a URL string{hint}"
+                f"parse yielded {type(item).__name__}: yield Record(...), a dict (with "
+                "item_key set on the spider), page.follow(...), Request(...) or a URL string"
             )
     rows.records = list(records.values())
     return rows
+
+
+def _record_row(key: Any, data: Any, source: str, url: str) -> RecordRow:
+    if key is None or key == "":
+        raise ParseError(
+            "record with an empty key: the key selector matched nothing? Every record "
+            "needs a natural key (a SKU, a slug)."
+        )
+    key = str(key)
+    try:
+        rid = record_id(source, key)
+    except UnicodeEncodeError:  # record_id hashes UTF-8: escape what it cannot carry
+        key, source = storable(key), storable(source)
+        rid = record_id(source, key)
+    try:
+        return RecordRow.build(id=rid, source=source, key=key, url=url, data=data)
+    except (TypeError, ValueError) as exc:
+        hint = ""
+        if "Out of range float" in str(exc):
+            hint = " (NaN or Infinity: store None or a string instead)"
+        raise ParseError(f"record {key!r}: data is not JSON: {exc}{hint}") from exc

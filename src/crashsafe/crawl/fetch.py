@@ -8,8 +8,8 @@ Errors are sorted into two kinds the engine acts on: :class:`TransientFetchError
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
 from urllib.parse import urljoin
 
 import aiohttp
@@ -23,10 +23,12 @@ from crashsafe.crawl.robots import ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS
 from crashsafe.crawl.settings import CrawlSettings
 
 __all__ = [
+    "GET",
     "REDIRECTS",
     "FetchError",
     "PermanentFetchError",
     "Response",
+    "Send",
     "TransientFetchError",
     "fetch",
     "new_session",
@@ -41,6 +43,34 @@ class Response:
     status: int
     headers: CIMultiDictProxy[str]
     body: bytes
+    #: (URL, Set-Cookie value) of every response on the way, redirects included.
+    set_cookies: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """What a request sends beyond its URL; a redirect 301/302/303 turns it into a GET
+    without a body (as browsers and Scrapy do), 307/308 keep it."""
+
+    method: str = "GET"
+    headers: Mapping[str, str] | None = None
+    body: bytes | None = None
+    cookies: Mapping[str, str] | None = None
+    proxy: str | None = None
+    #: basic auth for a host, or None (called for every hop: a redirect to another host
+    #: does not carry the credentials along).
+    auth: Callable[[str], aiohttp.BasicAuth | None] | None = None
+
+    def after_redirect(self, status: int) -> Send:
+        if status in (301, 302, 303) and self.method != "HEAD":
+            headers = self.headers
+            if headers:
+                headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+            return replace(self, method="GET", body=None, headers=headers)
+        return self
+
+
+GET = Send()
 
 
 def new_session(
@@ -54,12 +84,18 @@ def new_session(
         ttl_dns_cache=300,
         resolver=resolver,
     )
+    jar: aiohttp.abc.AbstractCookieJar = aiohttp.DummyCookieJar()
+    if settings.cookies_enabled:
+        # unsafe: cookies of hosts given as IP addresses are kept too (as Scrapy does)
+        jar = aiohttp.CookieJar(unsafe=True)
     return aiohttp.ClientSession(
         connector=connector,
         timeout=aiohttp.ClientTimeout(total=settings.timeout),
-        headers={"User-Agent": settings.user_agent},
-        cookie_jar=aiohttp.DummyCookieJar(),
+        headers={**dict(settings.default_headers), "User-Agent": settings.user_agent},
+        cookie_jar=jar,
         auto_decompress=True,
+        # Proxies from the environment are looked up once per crawl (crawl/sessions.py),
+        # not for every request as trust_env would.
     )
 
 
@@ -98,8 +134,10 @@ async def fetch(
     max_redirects: int | None = None,
     max_bytes: int | None = None,
     truncate: bool = False,
+    send: Send = GET,
 ) -> Response:
-    """GET ``url``, following up to ``max_redirects`` redirects.
+    """Request ``url`` as ``send`` says (a GET by default), following up to
+    ``max_redirects`` redirects.
 
     ``redirect_to`` turns a redirect's target into the URL to request next (canonical,
     allowed), or None to stop there: the redirect is then returned as the response
@@ -111,12 +149,23 @@ async def fetch(
     redirects = settings.max_redirects if max_redirects is None else max_redirects
     cap = settings.max_response_bytes if max_bytes is None else max_bytes
     current = url
+    cookies: list[tuple[str, str]] = []
     for _ in range(redirects + 1):
         request_url = client_url(current)  # what the allow decision was made on
         if guard is not None:
             guard.check_host(request_url.raw_host or "")
         try:
-            async with session.get(request_url, allow_redirects=False) as resp:
+            async with session.request(
+                send.method,
+                request_url,
+                allow_redirects=False,
+                headers=send.headers,
+                data=send.body,
+                cookies=send.cookies,
+                proxy=send.proxy,
+                auth=send.auth(request_url.raw_host or "") if send.auth else None,
+            ) as resp:
+                cookies += [(current, v) for v in resp.headers.getall("Set-Cookie", ())]
                 location = resp.headers.get("Location")
                 if resp.status in REDIRECTS and location:
                     try:
@@ -133,9 +182,10 @@ async def fetch(
                         ) from exc
                     if follow is not None:
                         current = follow
+                        send = send.after_redirect(resp.status)
                         continue
                 body = await _read_capped(resp, cap, truncate=truncate)
-                return Response(current, resp.status, resp.headers, body)
+                return Response(current, resp.status, resp.headers, body, tuple(cookies))
         except TimeoutError as exc:
             raise TransientFetchError(f"timeout after {settings.timeout:g}s") from exc
         except asyncio.CancelledError:

@@ -20,7 +20,14 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from crashsafe.crawl.addresses import AddressGuard
-from crashsafe.crawl.extract import LinkFilter, ParseError, run_callback, to_rows
+from crashsafe.crawl.extract import (
+    ItemKeyMissing,
+    LinkFilter,
+    ParseError,
+    item_keyer,
+    run_callback,
+    to_rows,
+)
 from crashsafe.crawl.fetch import (
     REDIRECTS,
     PermanentFetchError,
@@ -29,9 +36,12 @@ from crashsafe.crawl.fetch import (
     fetch,
 )
 from crashsafe.crawl.politeness import HostSlots
+from crashsafe.crawl.requests import Request, request_from_row
 from crashsafe.crawl.robots import Robots, RobotsUnavailable
+from crashsafe.crawl.sessions import SendBuilder, cookie_rows
 from crashsafe.crawl.settings import CrawlSettings
-from crashsafe.crawl.spider import Page, Spider
+from crashsafe.crawl.sitemaps import MAX_SITEMAP_ENTRIES
+from crashsafe.crawl.spider import SITEMAP_CALLBACK, Page, Spider
 from crashsafe.store import Backoff, Lease, PageOutcome
 from crashsafe.store.values import storable
 from crashsafe.text import printable
@@ -66,10 +76,13 @@ class PageProcessor:
         robots: Robots | None,
         hosts: HostSlots,
         links: LinkFilter,
+        sends: SendBuilder,
         guard: AddressGuard | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.spider = spider
+        self.sends = sends
+        self.item_key = item_keyer(spider)
         self.settings = settings
         self.session = session
         self.robots = robots
@@ -100,10 +113,15 @@ class PageProcessor:
         delay = self.backoff(attempt, retry_after)
         return PageOutcome(lease, "retry", status, error, retry_in=delay)
 
-    async def _fetch(self, url: str, on_request: Callable[[], None]) -> Response:
+    async def _fetch(self, request: Request, on_request: Callable[[], None]) -> Response:
         on_request()
         return await fetch(
-            self.session, url, self.settings, redirect_to=self.links.canonical, guard=self.guard
+            self.session,
+            request.url,
+            self.settings,
+            redirect_to=self.links.canonical,
+            guard=self.guard,
+            send=self.sends.send(request),
         )
 
     async def process(self, lease: Lease, on_request: Callable[[], None]) -> PageOutcome:
@@ -129,7 +147,8 @@ class PageProcessor:
             return self._retry(lease, f"internal error: {type(exc).__name__}: {exc}\n{where}")
 
     async def _process(self, lease: Lease, on_request: Callable[[], None]) -> PageOutcome:
-        url = lease.url
+        request = request_from_row(lease.url, lease.callback, lease.request)
+        url = request.url
         delay = None
         if self.robots is not None:
             verdict = self.robots.check_loaded(url)
@@ -145,9 +164,9 @@ class PageProcessor:
         try:
             if self.hosts.needed(self.settings.concurrency, delay):
                 async with self.hosts.slot(urlsplit(url).netloc, delay):
-                    resp = await self._fetch(url, on_request)
+                    resp = await self._fetch(request, on_request)
             else:
-                resp = await self._fetch(url, on_request)
+                resp = await self._fetch(request, on_request)
         except TransientFetchError as exc:
             return self._retry(lease, str(exc))
         except PermanentFetchError as exc:
@@ -175,7 +194,7 @@ class PageProcessor:
             headers=resp.headers,
             body=resp.body,
             depth=lease.depth,
-            request_url=url,
+            request=request,
         )
         try:
             items = await run_callback(self.spider, page, lease.callback)
@@ -184,8 +203,13 @@ class PageProcessor:
                 page=page,
                 source=self.spider.name,
                 links=self.links,
-                max_links=self.settings.max_links_per_page,
+                max_links=self._max_links(lease.callback),
+                parent=lease.url,
+                item_key=self.item_key,
             )
+        except ItemKeyMissing as exc:
+            self.broken = self.broken or str(exc)  # every page would fail the same way
+            return PageOutcome(lease, "failed", status, str(exc))
         except ParseError as exc:
             return self._spider_failed(lease, status, str(exc))
         except asyncio.CancelledError:
@@ -203,7 +227,13 @@ class PageProcessor:
             records=rows.records,
             links=rows.links,
             links_skipped=rows.links_skipped,
+            cookies=cookie_rows(resp.set_cookies) if resp.set_cookies else (),
         )
+
+    def _max_links(self, callback: str | None) -> int:
+        if callback == SITEMAP_CALLBACK:  # a sitemap may list 50 000 URLs (sitemaps.org)
+            return max(self.settings.max_links_per_page, MAX_SITEMAP_ENTRIES)
+        return self.settings.max_links_per_page
 
     def _spider_failed(self, lease: Lease, status: int, error: str) -> PageOutcome:
         """The page fails; if, before any record was stored, pages fail the same way

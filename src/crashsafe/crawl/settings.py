@@ -56,6 +56,16 @@ class CrawlSettings:
         fail_fast_after: stop the crawl when this many pages in a row fail with the same
             spider error before any record is stored (a bug that would fail every page of
             the site); 0: never.
+        cookies_enabled: keep the cookies responses set (a cookie jar per crawl, stored
+            with each page's done mark, so a restarted crawl sends them again).
+        default_headers: headers sent with every request (a request's own win).
+        proxy: send every request through this proxy (``http://[user:pass@]host:port``);
+            ``meta["proxy"]`` sets one per request; without either, the standard
+            ``HTTP_PROXY``/``HTTPS_PROXY``/``NO_PROXY`` variables are obeyed.
+        http_user, http_pass: HTTP basic auth credentials, sent only to
+            ``http_auth_domain``.
+        http_auth_domain: the host (and its subdomains) basic auth is sent to; ``None``:
+            the start URLs' hosts; ``"*"``: every host.
     """
 
     concurrency: int = 16
@@ -80,6 +90,12 @@ class CrawlSettings:
     grace_seconds: float = 10.0
     handle_statuses: tuple[int, ...] = ()
     fail_fast_after: int = 20
+    cookies_enabled: bool = True
+    default_headers: tuple[tuple[str, str], ...] = ()
+    proxy: str | None = None
+    http_user: str | None = None
+    http_pass: str | None = None
+    http_auth_domain: str | None = None
 
     def __post_init__(self) -> None:
         positive = ("concurrency", "lease_seconds", "max_attempts", "timeout", "max_links_per_page")
@@ -128,6 +144,11 @@ class CrawlSettings:
                 return tuple(int(p) for p in text.split(",") if p)
             if name in {"allowed_domains", "allowed_addresses", "strip_query_params"}:
                 return tuple(p.strip() for p in text.split(",") if p.strip())
+            if name == "default_headers":  # Name: value, one per --set
+                header, sep, value = text.partition(":")
+                if not sep or not header.strip():
+                    raise ValueError(text)
+                return ((header.strip(), value.strip()),)
             return text
         except ValueError:
             raise ConfigError(f"setting {name}: cannot use {text!r}") from None

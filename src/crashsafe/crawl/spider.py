@@ -1,6 +1,6 @@
-"""The public spider API: ``Spider``, ``Page``, ``Record`` and ``Link``.
+"""The public spider API: ``Spider``, ``Page``, ``Record``, ``Request`` and ``Link``.
 
-Everything ``parse`` yields for a page (records and links) is committed in one
+Everything ``parse`` yields for a page (records, items, requests) is committed in one
 transaction with that page's ``done`` mark, or not at all.
 """
 
@@ -20,10 +20,15 @@ from parsel import Selector, SelectorList
 from w3lib.encoding import html_to_unicode
 from w3lib.html import get_base_url
 
+from crashsafe.crawl.requests import Request, callback_name
 from crashsafe.crawl.settings import CrawlSettings
+from crashsafe.crawl.sitemaps import SitemapEntry, read_sitemap, sitemaps_in_robots
 from crashsafe.errors import ConfigError
 
-__all__ = ["Link", "Page", "Record", "Spider"]
+__all__ = ["SITEMAP_CALLBACK", "Link", "Page", "Record", "Request", "Spider", "callback_name"]
+
+#: The spider method that reads sitemaps (``Spider.sitemap_urls``).
+SITEMAP_CALLBACK = "_parse_sitemap"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +60,6 @@ class Link:
     url: str
     callback: str | Callable[..., Any] | None = None
     priority: int = 0
-
-
-def callback_name(callback: str | Callable[..., Any] | None) -> str | None:
-    """The name the frontier keeps for ``callback`` (a method's name, or the method)."""
-    if callable(callback):
-        return getattr(callback, "__name__", None)
-    return callback
 
 
 _parsers = threading.local()
@@ -96,14 +94,27 @@ class Page:
         body: bytes,
         depth: int = 0,
         request_url: str | None = None,
+        request: Request | None = None,
     ) -> None:
         self.url = url
         self.status = status
         self.headers = headers
         self.body = body
         self.depth = depth
-        self.request_url = request_url or url
+        self.request = request or Request(request_url or url)
+        self.request_url = request_url or self.request.url
         self._utf8 = False  # set by ``text`` when the body decoded as UTF-8
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        """The ``meta`` of the request this page answers (as Scrapy's ``response.meta``)."""
+        return self.request.meta or {}
+
+    @property
+    def cb_kwargs(self) -> Mapping[str, Any]:
+        """The ``cb_kwargs`` of the request this page answers (also passed to the
+        callback as keyword arguments)."""
+        return self.request.cb_kwargs or {}
 
     def __repr__(self) -> str:
         return f"<Page {self.status} {self.url}>"
@@ -172,11 +183,18 @@ class Page:
             return href
 
     def follow(
-        self, href: str, *, callback: str | Callable[..., Any] | None = None, priority: int = 0
-    ) -> Link:
-        """A link to ``href`` resolved against this page, to be parsed by the spider method
-        ``callback`` (its name, or the method itself: ``callback=self.parse_item``)."""
-        return Link(self.urljoin(href), callback_name(callback), priority)
+        self,
+        href: str,
+        *,
+        callback: str | Callable[..., Any] | None = None,
+        priority: int = 0,
+        **request: Any,
+    ) -> Request:
+        """A :class:`Request` for ``href`` resolved against this page, to be parsed by the
+        spider method ``callback`` (its name, or the method itself:
+        ``callback=self.parse_item``). Other keywords are the Request's (``method``,
+        ``headers``, ``body``, ``cookies``, ``meta``, ``cb_kwargs``, ``dont_filter``)."""
+        return Request(self.urljoin(href), callback=callback, priority=priority, **request)
 
     def follow_all(
         self,
@@ -186,8 +204,10 @@ class Page:
         xpath: str | None = None,
         callback: str | Callable[..., Any] | None = None,
         priority: int = 0,
-    ) -> Iterator[Link]:
-        """Links to every href given, or selected by ``css``/``xpath`` (e.g. ``a::attr(href)``).
+        **request: Any,
+    ) -> Iterator[Request]:
+        """Requests for every href given, or selected by ``css``/``xpath`` (e.g.
+        ``a::attr(href)``); keywords as :meth:`follow`'s.
 
         A selector that matches elements rather than attributes uses their ``href``.
         """
@@ -203,7 +223,7 @@ class Page:
                     hrefs.append(value)
         for href in hrefs:
             if href and not href.startswith(("javascript:", "mailto:", "tel:", "#")):
-                yield self.follow(href, callback=callback, priority=priority)
+                yield self.follow(href, callback=callback, priority=priority, **request)
 
 
 class Spider:
@@ -215,6 +235,58 @@ class Spider:
 
     name: ClassVar[str] = ""
     start_urls: ClassVar[list[str]] = []
+    #: How the key of a plain item (a dict, a dataclass, an attrs or pydantic model) is
+    #: found: a field name (``"sku"``) or a function of the item as a dict. Without it,
+    #: yield :class:`Record` objects.
+    item_key: ClassVar[str | Callable[[Any], Any] | None] = None
+
+    #: Sitemaps to crawl (``sitemap.xml``, ``.xml.gz``, a sitemap index, a text sitemap,
+    #: or a ``robots.txt`` whose ``Sitemap:`` lines are followed), as Scrapy's
+    #: SitemapSpider: each URL listed is requested with the callback of the first
+    #: ``sitemap_rules`` pattern (a regex searched in the URL) that matches it; URLs that
+    #: match none are left out. An index's sitemaps are followed when they match a
+    #: ``sitemap_follow`` pattern. ``sitemap_filter`` sees every entry (``loc``,
+    #: ``lastmod``) first.
+    sitemap_urls: ClassVar[list[str]] = []
+    sitemap_rules: ClassVar[list[tuple[str, str | Callable[..., Any]]]] = [("", "parse")]
+    sitemap_follow: ClassVar[list[str]] = [""]
+    sitemap_alternate_links: ClassVar[bool] = False
+
+    def start_requests(self) -> Iterable[Request | str]:
+        """The requests the crawl starts from: by default a GET of every ``start_urls``
+        and ``sitemap_urls`` entry. Override it to start with a POST, headers, cookies or
+        ``meta``. Start requests are added on every run and are keyed like any other
+        request, so a restart never adds them twice."""
+        requests = [Request(url) for url in self.start_urls]
+        requests += [Request(url, callback=SITEMAP_CALLBACK) for url in self.sitemap_urls]
+        return requests
+
+    def sitemap_filter(self, entries: Iterable[SitemapEntry]) -> Iterable[SitemapEntry]:
+        """Override to drop sitemap entries, e.g. by ``entry.lastmod`` (see
+        :func:`crashsafe.crawl.sitemaps.lastmod_time`); keeps them all by default."""
+        return entries
+
+    def _parse_sitemap(self, page: Page) -> Iterator[Request]:
+        """The callback of sitemap URLs (``sitemap_urls`` and what they lead to)."""
+        if urlsplit(page.url).path.endswith("/robots.txt"):
+            for url in sitemaps_in_robots(page.text):
+                yield Request(url, callback=SITEMAP_CALLBACK)
+            return
+        sitemap = read_sitemap(page.body)
+        entries = self.sitemap_filter(sitemap.entries)
+        if sitemap.kind == "sitemapindex":
+            follow = [re.compile(p) for p in self.sitemap_follow]
+            for entry in entries:
+                if any(p.search(entry.loc) for p in follow):
+                    yield Request(entry.loc, callback=SITEMAP_CALLBACK)
+            return
+        rules = [(re.compile(p), callback) for p, callback in self.sitemap_rules]
+        for entry in entries:
+            urls = [entry.loc, *entry.alternates] if self.sitemap_alternate_links else [entry.loc]
+            for url in urls:
+                callback = next((cb for p, cb in rules if p.search(url)), None)
+                if callback is not None:
+                    yield Request(url, callback=callback)
 
     def parse(self, page: Page) -> Iterable[Any] | AsyncIterator[Any] | None:
         raise NotImplementedError(f"{type(self).__name__} must define parse(self, page)")
@@ -232,4 +304,7 @@ class Spider:
         ):
             if from_class.get(key) is not None:
                 from_class[key] = tuple(from_class[key])
+        headers = from_class.get("default_headers")
+        if isinstance(headers, Mapping):
+            from_class["default_headers"] = tuple((str(k), str(v)) for k, v in headers.items())
         return CrawlSettings().replace(**from_class).replace(**overrides)

@@ -13,6 +13,7 @@ from crashsafe.errors import ConfigError
 from crashsafe.store.base import (
     STALE,
     Backoff,
+    CookieRow,
     CrawlStats,
     Due,
     FailedUrl,
@@ -30,6 +31,7 @@ from crashsafe.store.base import (
 __all__ = [
     "STALE",
     "Backoff",
+    "CookieRow",
     "CrawlStats",
     "Due",
     "FailedUrl",

@@ -22,6 +22,7 @@ from typing import Protocol
 from crashsafe.store.values import (
     STALE,
     Backoff,
+    CookieRow,
     CrawlStats,
     Due,
     FailedUrl,
@@ -43,6 +44,7 @@ from crashsafe.store.values import (
 __all__ = [
     "STALE",
     "Backoff",
+    "CookieRow",
     "CrawlStats",
     "Due",
     "FailedUrl",
@@ -150,6 +152,11 @@ class Store(Protocol):
         ...
 
     def due(self, crawl: str) -> Due: ...
+
+    def cookies(self, crawl: str) -> list[tuple[str, str]]:
+        """The cookies the crawl's committed pages set, as ``(url, Set-Cookie value)`` in
+        the order they were set (replaying them in order rebuilds the cookie jar)."""
+        ...
 
     # -- reading -------------------------------------------------------------------------
     def crawls(self) -> list[str]: ...

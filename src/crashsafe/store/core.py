@@ -66,7 +66,7 @@ class SQLStore(SQLWorkers, SQLRobots):
     @staticmethod
     def _link(crawl: str, u: NewUrl, now: float | None) -> dict[str, Any]:
         return {"crawl": crawl, "url": u.url, "depth": u.depth, "callback": u.callback,
-                "priority": u.priority, "now": now}  # fmt: skip
+                "priority": u.priority, "request": u.request, "now": now}  # fmt: skip
 
     def lease(
         self,
@@ -105,7 +105,10 @@ class SQLStore(SQLWorkers, SQLRobots):
         else:
             rows = self._claim_due(tx, p)
         rows.sort(key=lambda r: (-r[5], r[0]))  # RETURNING does not keep the order
-        return [Lease(fid, url, depth, n, cb, grant) for fid, url, depth, n, cb, _, grant in rows]
+        return [
+            Lease(fid, url, depth, n, cb, grant, request)
+            for fid, url, depth, n, cb, _, request, grant in rows
+        ]
 
     def _claim_politely(self, tx: Tx, p: Params, politeness: Politeness) -> list[Claimed]:
         """A claim that keeps every origin within ``politeness`` for all workers: the
@@ -178,6 +181,7 @@ class SQLStore(SQLWorkers, SQLRobots):
         failed: list[dict[str, Any]] = []
         grants: list[dict[str, Any]] = []
         held: list[dict[str, Any]] = []
+        cookies: list[dict[str, Any]] = []
         stale: list[bool] = []
         for p in pages:
             fid, grant = p.lease.frontier_id, p.lease.grant_id
@@ -197,6 +201,11 @@ class SQLStore(SQLWorkers, SQLRobots):
                     for r in p.records
                 ]  # fmt: skip
                 links += [self._link(crawl, u, now) for u in p.links]
+                cookies += [
+                    {"crawl": crawl, "domain": c.domain, "path": c.path, "name": c.name,
+                     "url": storable(c.url), "header": storable(c.header), "now": now}
+                    for c in p.cookies
+                ]  # fmt: skip
             elif p.kind == "retry" or p.kind == "deferred":
                 counted = int(p.kind == "retry")
                 retry.append({**row, "counted": counted, "retry_in": p.retry_in})
@@ -223,6 +232,10 @@ class SQLStore(SQLWorkers, SQLRobots):
         if links:
             links.sort(key=_by_url)
             tx.many("enqueue_url", links)
+        if cookies:
+            # The last one set wins (one statement cannot write a row twice), in one order.
+            latest = {(c["domain"], c["path"], c["name"]): c for c in cookies}
+            tx.many("put_cookie", [latest[k] for k in sorted(latest)])
         tx.many("set_grant_outcome", grants)
         if held:
             tx.many("hold_back_origin", held)
@@ -309,6 +322,13 @@ class SQLStore(SQLWorkers, SQLRobots):
             if wait == 0 and host is not None:
                 wait = host  # due, unless its origin is waiting for a politeness delay
             return Due(open=True, wait=wait)
+
+        return self._run(go)
+
+    def cookies(self, crawl: str) -> list[tuple[str, str]]:
+        def go() -> list[tuple[str, str]]:
+            with self._read() as tx:
+                return [(url, header) for url, header in tx.rows("list_cookies", {"crawl": crawl})]
 
         return self._run(go)
 

@@ -17,8 +17,8 @@ from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
 Params = Mapping[str, Any]
-#: A claimed row: frontier id, url, depth, attempts, callback, priority, grant id.
-Claimed = tuple[int, str, int, int, str | None, int, int]
+#: A claimed row: frontier id, url, depth, attempts, callback, priority, request, grant id.
+Claimed = tuple[int, str, int, int, str | None, int, str | None, int]
 
 
 class Tx(Protocol):

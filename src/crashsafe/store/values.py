@@ -74,18 +74,29 @@ def storable_data(data: Any) -> Any:
 @pickled_as_tuple
 @dataclass(frozen=True, slots=True)
 class NewUrl:
-    """A URL to add to the frontier; ``url`` must already be canonical."""
+    """A request to add to the frontier.
+
+    ``url`` is its frontier key: the canonical URL for a plain GET, with ``#`` and a
+    fingerprint of the method and body appended otherwise (``crawl/requests.py``; a
+    canonical URL never has a fragment, so the two never meet). ``request`` holds what
+    else it takes to send it again exactly (method, headers, body, cookies, ``meta``,
+    ``cb_kwargs``) as JSON, or None for a plain GET.
+    """
 
     url: str
     depth: int = 0
     callback: str | None = None
     priority: int = 0
+    request: str | None = None
 
 
 @pickled_as_tuple
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """A URL granted to one worker until ``expires`` (or until that worker dies)."""
+    """A URL granted to one worker until ``expires`` (or until that worker dies).
+
+    ``url`` is the frontier key and ``request`` the stored request, as in :class:`NewUrl`.
+    """
 
     frontier_id: int
     url: str
@@ -93,6 +104,7 @@ class Lease:
     attempts: int
     callback: str | None
     grant_id: int
+    request: str | None = None
 
 
 @pickled_as_tuple
@@ -149,6 +161,21 @@ class PageOutcome:
     links: Sequence[NewUrl] = ()
     retry_in: float = 0.0
     links_skipped: int = 0
+    cookies: Sequence[CookieRow] = ()
+
+
+@pickled_as_tuple
+@dataclass(frozen=True, slots=True)
+class CookieRow:
+    """A cookie a response set (``header``: its ``Set-Cookie`` value, ``url``: the URL
+    that set it), kept with the page's done mark so a restarted crawl sends it again.
+    ``domain``, ``path`` and ``name`` say which earlier cookie it replaces."""
+
+    domain: str
+    path: str
+    name: str
+    url: str
+    header: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,13 +5,14 @@
 
 -- name: enqueue_url
 -- many: every parameter is an array, one element per row (store/postgres.py).
-INSERT INTO frontier (crawl, url, url_hash, origin, depth, callback, priority, added_at)
+INSERT INTO frontier (crawl, url, url_hash, origin, depth, callback, priority, request,
+                      added_at)
 SELECT crawl, url, sha256(convert_to(url, 'UTF8')),
        split_part(url, '/', 1) || '//' || split_part(url, '/', 3),  -- store/hosts.py's origin_of
-       depth, callback, priority, crashsafe_now(now)
+       depth, callback, priority, request, crashsafe_now(now)
 FROM unnest(%(crawl)s::text[], %(url)s::text[], %(depth)s::int[], %(callback)s::text[],
-            %(priority)s::bigint[], %(now)s::float8[])
-     AS u(crawl, url, depth, callback, priority, now)
+            %(priority)s::bigint[], %(request)s::text[], %(now)s::float8[])
+     AS u(crawl, url, depth, callback, priority, request, now)
 ON CONFLICT (url_hash, crawl) DO NOTHING;
 
 -- name: claim_due
@@ -46,7 +47,7 @@ SET state = 'leased', lease_owner = %(owner)s, grant_id = g.id,
     attempts = f.attempts + (f.state = 'leased')::int
 FROM granted g
 WHERE f.id = ANY((SELECT ids FROM picked)::bigint[]) AND f.id = g.frontier_id
-RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, g.id;
+RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, f.request, g.id;
 
 -- name: claim_ids
 -- The URLs a polite claim chose (already locked by its claim_candidates).
@@ -66,7 +67,7 @@ SET state = 'leased', lease_owner = %(owner)s, grant_id = g.id,
     attempts = f.attempts + (f.state = 'leased')::int
 FROM granted g
 WHERE f.id = ANY(%(ids)s::bigint[]) AND f.id = g.frontier_id
-RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, g.id;
+RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, f.request, g.id;
 
 -- name: claim_candidates
 -- What a polite claim chooses from (store/hosts.py): due URLs in the order they are due.
@@ -223,6 +224,19 @@ SET state = 'failed', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
 FROM unnest(%(status)s::int[], %(error)s::text[], %(now)s::float8[], %(id)s::bigint[],
             %(grant)s::bigint[]) AS u(status, error, now, id, g)
 WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g AND f.state = 'leased';
+
+-- name: put_cookie
+-- many (keys distinct: store/core.py keeps the last cookie of a group per key)
+INSERT INTO cookies (crawl, domain, path, name, url, header, set_at)
+SELECT crawl, domain, path, name, url, header, crashsafe_now(now)
+FROM unnest(%(crawl)s::text[], %(domain)s::text[], %(path)s::text[], %(name)s::text[],
+            %(url)s::text[], %(header)s::text[], %(now)s::float8[])
+     AS u(crawl, domain, path, name, url, header, now)
+ON CONFLICT (crawl, domain, path, name) DO UPDATE SET
+    url = excluded.url, header = excluded.header, set_at = excluded.set_at;
+
+-- name: list_cookies
+SELECT url, header FROM cookies WHERE crawl = %(crawl)s ORDER BY set_at, domain, path, name;
 
 -- name: add_worker
 INSERT INTO workers (owner, crawl, host, pid, started_at)

@@ -3,8 +3,8 @@
 -- is bound as a JSON array (json_each).
 
 -- name: enqueue_url
-INSERT OR IGNORE INTO frontier (crawl, url, depth, callback, priority, added_at)
-VALUES (:crawl, :url, :depth, :callback, :priority, :now);
+INSERT OR IGNORE INTO frontier (crawl, url, depth, callback, priority, request, added_at)
+VALUES (:crawl, :url, :depth, :callback, :priority, :request, :now);
 
 -- name: lease_due
 -- Lapsed leases first (the grant that lapsed may have fetched: it counts an attempt),
@@ -27,7 +27,7 @@ WHERE id IN (
     )
     LIMIT :limit
 )
-RETURNING id, url, depth, attempts, callback, priority;
+RETURNING id, url, depth, attempts, callback, priority, request;
 
 -- name: lease_ids
 UPDATE frontier
@@ -36,7 +36,7 @@ SET state = 'leased', lease_owner = :owner, lease_expires = :now + :lease_second
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND ((state = 'pending' AND next_attempt_at <= :now)
        OR (state = 'leased' AND lease_expires < :now))
-RETURNING id, url, depth, attempts, callback, priority;
+RETURNING id, url, depth, attempts, callback, priority, request;
 
 -- name: add_grants
 INSERT INTO lease_grants (crawl, frontier_id, owner, granted_at)
@@ -147,6 +147,15 @@ UPDATE frontier
 SET state = 'failed', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = attempts + 1, http_status = :status, last_error = :error, done_at = :now
 WHERE id = :id AND grant_id = :grant AND state = 'leased';
+
+-- name: put_cookie
+INSERT INTO cookies (crawl, domain, path, name, url, header, set_at)
+VALUES (:crawl, :domain, :path, :name, :url, :header, :now)
+ON CONFLICT (crawl, domain, path, name) DO UPDATE SET
+    url = excluded.url, header = excluded.header, set_at = excluded.set_at;
+
+-- name: list_cookies
+SELECT url, header FROM cookies WHERE crawl = :crawl ORDER BY set_at, domain, path, name;
 
 -- name: add_worker
 INSERT OR REPLACE INTO workers (owner, crawl, host, pid, started_at)

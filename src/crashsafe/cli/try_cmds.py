@@ -1,0 +1,172 @@
+"""parse, shell: try selectors and callbacks on one page, as ``scrapy parse`` and
+``scrapy shell`` do. Nothing is read from or written to a database."""
+
+from __future__ import annotations
+
+import code
+import json
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import click
+
+from crashsafe import aio
+from crashsafe.cli.crawl_cmds import parse_sets
+from crashsafe.crawl.requests import Request, callback_name
+from crashsafe.crawl.spider import Link, Page, Record, Spider
+from crashsafe.errors import ConfigError
+
+
+def _json_option(text: str | None, name: str) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{name} {text!r} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{name} must be a JSON object, e.g. '{{\"page\": 2}}'")
+    return value
+
+
+def fetch_page(spider: Spider, request: Request, sets: Iterable[str] = ()) -> Page:
+    """Fetch ``request`` once with the spider's settings (headers, cookies, proxy, auth,
+    the address guard) and return it as ``parse`` would see it."""
+    from crashsafe.crawl.addresses import AddressGuard, GuardedResolver
+    from crashsafe.crawl.allow import host_and_port
+    from crashsafe.crawl.fetch import fetch, new_session
+    from crashsafe.crawl.fetch_errors import FetchError
+    from crashsafe.crawl.sessions import SendBuilder
+    from crashsafe.ids import canonical_url
+
+    settings = type(spider).crawl_settings(**parse_sets(sets))
+    try:
+        host = host_and_port(canonical_url(request.url))[0]
+    except ValueError as exc:
+        raise ConfigError(f"{request.url!r} cannot be fetched: {exc}") from None
+    sends = SendBuilder(settings, [host])
+    guard = AddressGuard.for_crawl(settings.allowed_addresses, [host, *sends.proxy_hosts()])
+
+    async def go() -> Page:
+        async with new_session(settings, resolver=GuardedResolver(guard)) as session:
+            try:
+                resp = await fetch(
+                    session, request.url, settings, guard=guard, send=sends.send(request)
+                )
+            except FetchError as exc:
+                raise ConfigError(f"cannot fetch {request.url}: {exc}") from None
+        return Page(
+            url=resp.url, status=resp.status, headers=resp.headers, body=resp.body,
+            request=request,
+        )  # fmt: skip
+
+    return aio.run(go())
+
+
+def _described(item: Any, page: Page, key: Callable[[Any], Any] | None) -> dict[str, Any]:
+    """What one yielded thing is, as a JSON object to print."""
+    from itemadapter import ItemAdapter
+
+    if isinstance(item, Record):
+        return {"record": {"key": item.key, "data": item.data}}
+    if isinstance(item, str):
+        item = Request(page.urljoin(item))
+    if isinstance(item, Link):
+        item = Request(page.urljoin(item.url), callback=item.callback, priority=item.priority)
+    if isinstance(item, Request):
+        shown: dict[str, Any] = {"url": page.urljoin(item.url), "method": item.method.upper()}
+        shown["callback"] = callback_name(item.callback) or "parse"
+        for name in ("headers", "cookies", "meta", "cb_kwargs"):
+            if getattr(item, name):
+                shown[name] = getattr(item, name)
+        if item.body:
+            shown["body"] = item.body_bytes.decode("utf-8", "replace")
+        return {"request": shown}
+    if ItemAdapter.is_item(item):
+        data = ItemAdapter(item).asdict()
+        return {"item": {"key": key(data) if key else None, "data": data}}
+    return {"unsupported": f"{type(item).__name__}: {item!r}"[:500]}
+
+
+@click.command("parse")
+@click.argument("url")
+@click.option("--spider", "spider_path", required=True, help="path/file.py[:Class]")
+@click.option("-c", "--callback", help="The spider method to call (default: parse).")
+@click.option("--meta", help="The request's meta, as a JSON object.")
+@click.option("--cb-kwargs", help="The callback's keyword arguments, as a JSON object.")
+@click.option("-s", "--set", "sets", multiple=True, metavar="NAME=VALUE", help="Any crawl setting.")
+def parse_cmd(
+    url: str,
+    spider_path: str,
+    callback: str | None,
+    meta: str | None,
+    cb_kwargs: str | None,
+    sets: tuple[str, ...],
+) -> None:
+    """Fetch URL once and print what the spider's callback yields, one JSON object per
+    line (records, items, requests). Nothing is stored."""
+    from crashsafe.crawl.extract import ParseError, item_keyer, run_callback
+    from crashsafe.crawl.loader import load_spider
+
+    spider = load_spider(spider_path)()
+    request = Request(
+        url,
+        callback=callback,
+        meta=_json_option(meta, "--meta"),
+        cb_kwargs=_json_option(cb_kwargs, "--cb-kwargs"),
+    )
+    page = fetch_page(spider, request, sets)
+    click.echo(f"{page.status} {page.url} ({len(page.body):,} bytes)", err=True)
+    try:
+        items = aio.run(run_callback(spider, page, callback))
+    except ParseError as exc:
+        raise ConfigError(str(exc)) from None
+    except Exception:  # the spider's own code: its traceback is what helps here
+        import traceback
+
+        traceback.print_exc()
+        click.echo(f"Error: {callback or 'parse'} raised (above)", err=True)
+        sys.exit(1)
+    key = item_keyer(spider)
+    counts: dict[str, int] = {}
+    for item in items:
+        if item is None:
+            continue
+        shown = _described(item, page, key)
+        counts[next(iter(shown))] = counts.get(next(iter(shown)), 0) + 1
+        click.echo(json.dumps(shown, ensure_ascii=False, default=str))
+    summary = ", ".join(f"{n} {kind}(s)" for kind, n in counts.items()) or "nothing"
+    click.echo(f"{callback or 'parse'} yielded {summary}", err=True)
+
+
+@click.command("shell")
+@click.argument("url")
+@click.option("--spider", "spider_path", help="path/file.py[:Class]: its settings apply.")
+@click.option("-s", "--set", "sets", multiple=True, metavar="NAME=VALUE", help="Any crawl setting.")
+def shell(url: str, spider_path: str | None, sets: tuple[str, ...]) -> None:
+    """Fetch URL and open a Python console with it as `page` (try
+    page.css("title::text").get()); fetch(url) loads another page. Nothing is stored."""
+    from crashsafe.crawl.loader import load_spider
+
+    spider = load_spider(spider_path)() if spider_path else _Any()
+    space: dict[str, Any] = {"spider": spider, "Request": Request}
+
+    def fetch(target: str | Request) -> Page:
+        request = target if isinstance(target, Request) else Request(str(target))
+        page = fetch_page(spider, request, sets)
+        space["page"] = page
+        return page
+
+    space["fetch"] = fetch
+    page = fetch(url)
+    banner = (
+        f"crashsafe shell: page = {page!r}\n"
+        '  page.css("title::text").get(), page.xpath(...), page.text, page.headers\n'
+        "  fetch(url) loads another page into `page`; Ctrl-D leaves."
+    )
+    code.interact(banner=banner, local=space, exitmsg="")
+
+
+class _Any(Spider):
+    name = "shell"

@@ -1,0 +1,162 @@
+"""Durable requests: a :class:`Request` as ``parse`` yields it, and as the frontier keeps it.
+
+A request is stored whole with its frontier row, so a restarted crawl sends exactly the
+same request (method, headers, body, cookies) and hands its callback the same ``meta``
+and ``cb_kwargs``. Its frontier key is a fingerprint of method, canonical URL and body,
+as Scrapy's request fingerprint is (headers, cookies and ``meta`` are not part of it):
+
+- a plain GET (no body) is keyed by its canonical URL, as every URL always was;
+- any other request by ``<canonical URL>#<METHOD>[:<sha256 of the body, 16 hex>]``: a
+  canonical URL never has a fragment, so the two kinds never meet, and the same URL sent
+  by POST with two bodies is two requests;
+- ``dont_filter=True`` adds ``~<n>``, a digest of the page that yielded it and the
+  request's place among that page's ``dont_filter`` requests: fetched again even if the
+  URL was seen, yet still once per page that yields it (a page's output is committed
+  once), so a restart never adds it twice.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from crashsafe.errors import ConfigError
+from crashsafe.store.values import canonical_json
+
+__all__ = ["Request", "callback_name", "frontier_key", "request_from_row"]
+
+_PLAIN_FIELDS = ("headers", "cookies", "meta", "cb_kwargs")
+
+
+def callback_name(callback: str | Callable[..., Any] | None) -> str | None:
+    """The name the frontier keeps for ``callback`` (a method's name, or the method)."""
+    if callable(callback):
+        return getattr(callback, "__name__", None)
+    return callback
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A request to crawl, named and shaped as Scrapy's.
+
+    Args:
+        url: absolute, or relative to the page when made with ``page.follow``.
+        method: the HTTP method (upper-cased).
+        headers: sent with this request, over the crawl's ``default_headers``.
+        body: the request body (``str`` is sent as UTF-8).
+        cookies: sent with this request, beside the crawl's cookie jar.
+        callback: the spider method that parses the response: the method itself
+            (``self.parse_item``) or its name; None is ``parse``.
+        cb_kwargs: keyword arguments for the callback (JSON values).
+        meta: carried to the response as ``page.meta`` (JSON values); ``meta["proxy"]``
+            sends this request through that proxy.
+        priority: higher is leased first.
+        dont_filter: fetch it even if the same request was seen (see the module's doc).
+    """
+
+    url: str
+    method: str = "GET"
+    headers: Mapping[str, str] | None = None
+    body: bytes | str | None = None
+    cookies: Mapping[str, str] | None = None
+    callback: str | Callable[..., Any] | None = None
+    cb_kwargs: Mapping[str, Any] | None = None
+    meta: Mapping[str, Any] | None = None
+    priority: int = 0
+    dont_filter: bool = False
+    # Set when read back from the frontier: the key it is stored under.
+    key: str | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def body_bytes(self) -> bytes:
+        body = self.body
+        if body is None:
+            return b""
+        return body.encode("utf-8") if isinstance(body, str) else bytes(body)
+
+    @property
+    def is_plain(self) -> bool:
+        """A GET without body whose replay needs nothing but its URL."""
+        return self.method.upper() == "GET" and not self.body_bytes and not self.dont_filter
+
+    def stored(self) -> str | None:
+        """What the frontier keeps beside the URL to send this request again, as JSON
+        (None: a plain GET with nothing else). Raises ``ConfigError`` naming the field
+        whose value is not JSON."""
+        out: dict[str, Any] = {}
+        method = self.method.upper()
+        if method != "GET":
+            out["method"] = method
+        body = self.body_bytes
+        if body:
+            try:
+                out["body"] = body.decode("utf-8")
+            except UnicodeDecodeError:
+                out["body_base64"] = base64.b64encode(body).decode("ascii")
+        for name in _PLAIN_FIELDS:
+            value = getattr(self, name)
+            if value:
+                out[name] = value
+        if not out:
+            return None
+        try:
+            return canonical_json(out)
+        except (TypeError, ValueError) as exc:
+            bad = next(n for n in _PLAIN_FIELDS if not _is_json(getattr(self, n)))
+            raise ConfigError(
+                f"Request {bad} must hold JSON values (str, int, float, bool, None, lists, "
+                f"dicts) to be stored with the frontier ({exc}); NaN and objects cannot be"
+            ) from None
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        canonical_json(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def frontier_key(canonical: str, request: Request, *, parent: str = "", ordinal: int = 0) -> str:
+    """The key ``request`` (whose canonical URL is ``canonical``) is stored under.
+
+    ``parent`` and ``ordinal`` (the page that yielded it, the request's place among that
+    page's ``dont_filter`` requests) matter only with ``dont_filter``.
+    """
+    if request.is_plain:
+        return canonical
+    tag = request.method.upper()
+    body = request.body_bytes
+    if body:
+        tag += ":" + hashlib.sha256(body).hexdigest()[:16]
+    if request.dont_filter:
+        seed = f"{parent}\n{ordinal}".encode()
+        tag += "~" + hashlib.sha256(seed).hexdigest()[:12]
+    return f"{canonical}#{tag}"
+
+
+def request_from_row(key: str, callback: str | None, stored: str | None) -> Request:
+    """The request kept under ``key`` (the frontier's url column) with ``stored``."""
+    url = key.partition("#")[0]
+    if stored is None:
+        return Request(url, callback=callback, key=key)
+    data = json.loads(stored)
+    body: bytes | str | None = data.get("body")
+    if "body_base64" in data:
+        body = base64.b64decode(data["body_base64"])
+    return Request(
+        url,
+        method=data.get("method", "GET"),
+        headers=data.get("headers"),
+        body=body,
+        cookies=data.get("cookies"),
+        callback=callback,
+        cb_kwargs=data.get("cb_kwargs"),
+        meta=data.get("meta"),
+        dont_filter="~" in key.partition("#")[2],
+        key=key,
+    )
