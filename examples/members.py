@@ -11,12 +11,13 @@ gzipped sitemap.
 """
 
 import json
+import os
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from crashsafe import Request, Spider
 
-SITE = "http://127.0.0.1:8001"
+SITE = os.environ.get("MEMBERS_SITE", "http://127.0.0.1:8001")
 
 
 @dataclass

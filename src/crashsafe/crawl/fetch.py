@@ -57,9 +57,15 @@ class Send:
     body: bytes | None = None
     cookies: Mapping[str, str] | None = None
     proxy: str | None = None
-    #: basic auth for a host, or None (called for every hop: a redirect to another host
-    #: does not carry the credentials along).
-    auth: Callable[[str], aiohttp.BasicAuth | None] | None = None
+    #: the Authorization header for a host, or None (asked at every hop: a redirect to
+    #: another host does not carry the credentials along).
+    auth: Callable[[str], str | None] | None = None
+
+    def headers_for(self, host: str) -> Mapping[str, str] | None:
+        authorization = self.auth(host) if self.auth is not None else None
+        if authorization is None:
+            return self.headers
+        return {**(self.headers or {}), "Authorization": authorization}
 
     def after_redirect(self, status: int) -> Send:
         if status in (301, 302, 303) and self.method != "HEAD":
@@ -159,11 +165,10 @@ async def fetch(
                 send.method,
                 request_url,
                 allow_redirects=False,
-                headers=send.headers,
+                headers=send.headers_for(request_url.raw_host or ""),
                 data=send.body,
                 cookies=send.cookies,
                 proxy=send.proxy,
-                auth=send.auth(request_url.raw_host or "") if send.auth else None,
             ) as resp:
                 cookies += [(current, v) for v in resp.headers.getall("Set-Cookie", ())]
                 location = resp.headers.get("Location")

@@ -14,6 +14,7 @@ basic auth.
 
 from __future__ import annotations
 
+import base64
 import urllib.request
 from collections.abc import Iterable, Sequence
 from http.cookies import CookieError, SimpleCookie
@@ -67,9 +68,10 @@ class SendBuilder:
         self.proxy = settings.proxy
         self._env = {} if settings.proxy else urllib.request.getproxies_environment()
         self._bypass: dict[str, bool] = {}
-        self._auth: aiohttp.BasicAuth | None = None
+        self._auth: str | None = None  # the Authorization header's value
         if settings.http_user is not None or settings.http_pass is not None:
-            self._auth = aiohttp.BasicAuth(settings.http_user or "", settings.http_pass or "")
+            pair = f"{settings.http_user or ''}:{settings.http_pass or ''}".encode()
+            self._auth = "Basic " + base64.b64encode(pair).decode("ascii")
         domain = settings.http_auth_domain
         self._auth_domains = (
             tuple(h.lower() for h in start_hosts) if domain is None else (domain.lower(),)
@@ -94,7 +96,7 @@ class SendBuilder:
             )
         return None if bypass else proxy
 
-    def auth_for(self, host: str) -> aiohttp.BasicAuth | None:
+    def auth_for(self, host: str) -> str | None:
         if self._auth is None:
             return None
         host = host.lower()
