@@ -1,0 +1,88 @@
+"""Scrapy's command-line habits: crawl -o/-O/-s, crashsafe parse, crashsafe shell."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from crashsafe.demo.shop import ShopThread
+from tests.helpers import CLI, cli_env, run_cli
+from tests.integration.test_cli import crawl_args
+
+SPIDER = str(Path(__file__).resolve().parents[2] / "examples" / "shop.py")
+
+
+def test_crawl_o_writes_the_records_at_the_end_and_refuses_to_overwrite(
+    shop: Callable[..., ShopThread], db_url: str, tmp_path: Path
+) -> None:
+    site = shop(listings=2, per_listing=3)
+    out = tmp_path / "out.csv"
+    done = run_cli(*crawl_args(site, db_url, "-o", str(out), "-s", "concurrency=2"))
+    assert done.returncode == 0, done.stderr
+    assert "wrote 6 record(s)" in done.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert sorted(r["key"] for r in rows) == sorted(get_skus(site))
+    # -o again: refused before any work, the file kept; -O replaces it.
+    again = run_cli(*crawl_args(site, db_url, "-o", str(out)))
+    assert again.returncode == 1
+    assert "exists: -O" in again.stderr and "Traceback" not in again.stderr
+    assert len(list(csv.DictReader(out.open()))) == 6
+    as_json = tmp_path / "out.json"
+    replaced = run_cli(*crawl_args(site, db_url, "-O", str(as_json)))
+    assert replaced.returncode == 0, replaced.stderr
+    assert len(json.loads(as_json.read_text())) == 6
+
+
+def get_skus(site: ShopThread) -> list[str]:
+    from tests.helpers import get_json
+
+    return list(get_json(f"{site.url}/catalogue"))
+
+
+def test_crawl_o_with_an_unknown_extension_or_both_options_is_one_line(
+    shop: Callable[..., ShopThread], db_url: str, tmp_path: Path
+) -> None:
+    site = shop(listings=1, per_listing=1)
+    for extra in (["-o", str(tmp_path / "x.xml")], ["-o", "a.csv", "-O", "b.csv"]):
+        bad = run_cli(*crawl_args(site, db_url, *extra))
+        assert bad.returncode == 1 and "Traceback" not in bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert get_skus(site)  # (the shop is there; nothing was crawled)
+
+
+def test_parse_prints_what_a_callback_yields(shop: Callable[..., ShopThread]) -> None:
+    site = shop(listings=1, per_listing=2)
+    listing = run_cli("parse", f"{site.url}/list/0", "--spider", SPIDER)
+    assert listing.returncode == 0, listing.stderr
+    lines = [json.loads(line) for line in listing.stdout.splitlines()]
+    assert all("request" in line for line in lines) and len(lines) == 2
+    product = run_cli("parse", lines[0]["request"]["url"], "--spider", SPIDER, "-c", "parse")
+    [record] = [json.loads(line) for line in product.stdout.splitlines()]
+    assert set(record["record"]) == {"key", "data"} and record["record"]["key"] in get_skus(site)
+    assert "parse yielded 1 record(s)" in product.stderr
+
+
+def test_parse_with_a_missing_callback_or_bad_meta_is_one_line(
+    shop: Callable[..., ShopThread],
+) -> None:
+    site = shop(listings=1, per_listing=1)
+    for extra in (["-c", "nope"], ["--meta", "{not json"]):
+        bad = run_cli("parse", f"{site.url}/list/0", "--spider", SPIDER, *extra)
+        assert bad.returncode == 1, bad.stderr
+        assert "Traceback" not in bad.stderr
+        assert "Error:" in bad.stderr
+
+
+def test_shell_gives_the_page_to_a_python_console(shop: Callable[..., ShopThread]) -> None:
+    site = shop(listings=1, per_listing=1)
+    typed = "print('title:', page.status, len(page.css('a')))\nfetch(page.url)\nprint(page)\n"
+    done = subprocess.run(
+        [*CLI, "shell", f"{site.url}/list/0"], input=typed, text=True, capture_output=True,
+        timeout=60, env=cli_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "title: 200 1" in done.stdout
+    assert f"<Page 200 {site.url}/list/0>" in done.stdout
