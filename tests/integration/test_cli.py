@@ -165,17 +165,37 @@ def test_a_spider_that_stores_nothing_exits_1_with_its_errors_grouped(
         "        if '/list/' in page.url:\n"
         "            yield from page.follow_all(css='a.product::attr(href)')\n"
         "        else:\n"
-        "            yield {'sku': page.url}  # a Scrapy habit\n"
+        "            yield page.url  # a URL where a record should be\n"
+        "            yield 42\n"
     )
     site = shop(listings=1, per_listing=5)
     result = run_cli("crawl", f"{spider}:Dicts", "--db", db_url,
                      "--start-url", f"{site.url}/list/0", "--no-progress")  # fmt: skip
     assert result.returncode == 1, result.stderr
-    assert "5 failed: parse yielded dict" in result.stderr  # one line for the five pages
+    assert "5 failed: parse yielded int" in result.stderr  # one line for the five pages
     assert "no record was stored" in result.stderr
     grouped = run_cli("failed", "--group", "--db", db_url)
     assert grouped.stdout.splitlines()[0].split()[0] == "5"
-    assert "Record(key=item['sku'], data=item)" in grouped.stdout
+    assert "yield Record(...), a dict (with item_key" in grouped.stdout
+
+
+def test_a_dict_without_item_key_stops_the_crawl_in_one_line(
+    shop: Callable[..., ShopThread], db_url: str, tmp_path: Path
+) -> None:
+    spider = tmp_path / "dicts.py"
+    spider.write_text(
+        "from crashsafe import Spider\n"
+        "class Dicts(Spider):\n"
+        "    name = 'dicts'\n"
+        "    def parse(self, page):\n"
+        "        yield {'sku': page.url}  # a Scrapy habit, without item_key\n"
+    )
+    site = shop(listings=1, per_listing=5)
+    result = run_cli("crawl", f"{spider}:Dicts", "--db", db_url,
+                     "--start-url", f"{site.url}/list/0", "--no-progress")  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "set item_key = 'sku'" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
 
 
 def test_a_spider_that_fails_its_first_pages_the_same_way_stops_the_crawl(
