@@ -10,7 +10,17 @@ from contextlib import contextmanager
 
 import pytest
 
-from crashsafe.store import STALE, Backoff, Lease, NewUrl, PageOutcome, Politeness, RecordRow, Store
+from crashsafe.store import (
+    STALE,
+    Backoff,
+    CookieRow,
+    Lease,
+    NewUrl,
+    PageOutcome,
+    Politeness,
+    RecordRow,
+    Store,
+)
 from tests.clock import ManualClock
 from tests.contract.conftest import PYTHON, Backend, worker_script
 
@@ -141,6 +151,56 @@ def test_commit_page_stores_records_links_and_done_together(store: Store) -> Non
     assert store.commit_pages(C, [out]) == [None]
     stats = store.stats(C)
     assert (stats.done, stats.pending, stats.records, stats.requests) == (1, 1, 1, 1)
+
+
+def test_a_request_is_leased_with_what_it_was_stored_with(store: Store) -> None:
+    stored = '{"body":"q=1","method":"POST"}'
+    post = NewUrl("http://a/search#POST:1f2e", 0, "parse_search", 0, stored)
+    store.enqueue(C, [NewUrl("http://a/search"), post])
+    leases = {x.url: x for x in store.lease(C, store.register_worker(), 10, 60)}
+    assert leases["http://a/search"].request is None
+    assert leases["http://a/search#POST:1f2e"].request == stored
+    assert leases["http://a/search#POST:1f2e"].callback == "parse_search"
+    # a link found by a page keeps its request too
+    link = NewUrl("http://a/search#POST:9a9a", 1, None, 0, '{"method":"POST"}')
+    page = PageOutcome(leases["http://a/search"], "done", 200, links=[link])
+    assert store.commit_pages(C, [page]) == [None]
+    [again] = [x for x in store.lease(C, store.register_worker(), 10, 60) if x.url == link.url]
+    assert again.request == '{"method":"POST"}'
+
+
+def cookie(name: str, value: str, url: str = "http://a/login") -> CookieRow:
+    return CookieRow("a", "/", name, url, f"{name}={value}; Path=/")
+
+
+def test_cookies_are_stored_with_a_done_page_the_last_one_wins(store: Store) -> None:
+    store.enqueue(C, [NewUrl("http://a/1"), NewUrl("http://a/2")])
+    owner = store.register_worker()
+    one, two = sorted(store.lease(C, owner, 2, 60), key=lambda x: x.url)
+    pages = [
+        PageOutcome(one, "done", 200, cookies=[cookie("session", "s1"), cookie("lang", "fr")]),
+        PageOutcome(two, "retry", 503, "HTTP 503", cookies=[cookie("junk", "x")]),
+    ]
+    assert store.commit_pages(C, pages) == [None, None]
+    assert sorted(store.cookies(C)) == [
+        ("http://a/login", "lang=fr; Path=/"),
+        ("http://a/login", "session=s1; Path=/"),
+    ]  # a page that is not done stores none
+    [two] = store.lease(C, owner, 1, 60)
+    page = PageOutcome(two, "done", 200, cookies=[cookie("session", "s2", "http://a/2")])
+    assert store.commit_pages(C, [page]) == [None]
+    assert sorted(store.cookies(C)) == [
+        ("http://a/2", "session=s2; Path=/"),
+        ("http://a/login", "lang=fr; Path=/"),
+    ]
+    assert store.cookies("another crawl") == []
+
+
+def test_a_stale_page_stores_no_cookie(open_stores: Callable[[], Store]) -> None:
+    a, old, b, _ = regranted(open_stores)
+    page = PageOutcome(old, "done", 200, cookies=[cookie("session", "stale")])
+    assert a.commit_pages(C, [page]) == [STALE]
+    assert b.cookies(C) == []
 
 
 def test_upsert_writes_only_changes(store: Store, clock: ManualClock) -> None:
