@@ -181,26 +181,35 @@ def test_cookies_are_stored_with_a_done_page_the_last_one_wins(store: Store) -> 
         PageOutcome(one, "done", 200, cookies=[cookie("session", "s1"), cookie("lang", "fr")]),
         PageOutcome(two, "retry", 503, "HTTP 503", cookies=[cookie("junk", "x")]),
     ]
+    assert (one.cookies, two.cookies) == (0, 0)  # no cookie stored when they were granted
     assert store.commit_pages(C, pages) == [None, None]
-    assert sorted(store.cookies(C)) == [
+    first = store.cookies(C)
+    assert sorted(first.rows) == [
         ("http://a/login", "lang=fr; Path=/"),
         ("http://a/login", "session=s1; Path=/"),
     ]  # a page that is not done stores none
+    assert first.version > 0
     [two] = store.lease(C, owner, 1, 60)
+    assert two.cookies == first.version  # a lease says how new the stored cookies are
     page = PageOutcome(two, "done", 200, cookies=[cookie("session", "s2", "http://a/2")])
     assert store.commit_pages(C, [page]) == [None]
-    assert sorted(store.cookies(C)) == [
+    second = store.cookies(C)
+    assert sorted(second.rows) == [
         ("http://a/2", "session=s2; Path=/"),
         ("http://a/login", "lang=fr; Path=/"),
     ]
-    assert store.cookies("another crawl") == []
+    assert second.version > first.version
+    assert (store.cookies("another crawl").rows, store.cookies("another crawl").version) == (
+        [],
+        0,
+    )
 
 
 def test_a_stale_page_stores_no_cookie(open_stores: Callable[[], Store]) -> None:
     a, old, b, _ = regranted(open_stores)
     page = PageOutcome(old, "done", 200, cookies=[cookie("session", "stale")])
     assert a.commit_pages(C, [page]) == [STALE]
-    assert b.cookies(C) == []
+    assert b.cookies(C).rows == [] and b.cookies(C).version == 0
 
 
 def test_upsert_writes_only_changes(store: Store, clock: ManualClock) -> None:

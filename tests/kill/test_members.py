@@ -123,3 +123,21 @@ def test_ten_sigkills_then_exactly_one_correct_record_per_item(
     assert server["repeated"] <= REPEATS_PER_KILL * kills, (server, kills)
     print(f"{kills} kills landed, {server['repeated']} repeated requests", file=sys.stderr)
     assert os.path.exists(db_url.removeprefix("sqlite:///"))
+
+
+@pytest.mark.slow
+def test_two_workers_share_the_login(any_db_url: str) -> None:
+    """One worker logs in; the pages its login page found are fetched by both, logged
+    in: the other worker loads the stored cookie before it fetches them."""
+    with MembersThread(MembersOptions(latency_ms=150)) as site:
+        env = {**cli_env(), "MEMBERS_SITE": site.url}
+        done = subprocess.run(
+            [*crawl_cmd(site, any_db_url), "--workers", "2"],
+            env=env, text=True, capture_output=True, timeout=180,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "0 failed" in done.stderr, done.stderr
+        records = stored(any_db_url)
+        assert {r["key"]: r["data"] for r in records} == expected(site)
+        log = server_log(site)
+        assert sum(k.startswith("POST /login ") for k in log) == 1

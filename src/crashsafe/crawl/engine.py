@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from crashsafe.crawl.addresses import AddressGuard
     from crashsafe.crawl.allow import LinkFilter
     from crashsafe.crawl.pages import PageProcessor
+    from crashsafe.crawl.sessions import CookieSync
 
 # aiohttp (fetch, pages, addresses), yarl (allow) and rich (progress) are imported when a
 # crawl runs, not with this module: a Crawler starts its store process when it is made,
@@ -133,6 +134,7 @@ class Crawler:
         self._processor: PageProcessor | None = None
         self._resolver = resolver
         self.owner = ""
+        self._cookies: CookieSync | None = None
 
     async def _call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run one of the store's methods off the loop (a :class:`StoreCall`)."""
@@ -217,6 +219,10 @@ class Crawler:
                 await self._call(self.store.release, self.crawl, [(x, False) for x in leases])
             return
         assert self._processor is not None
+        if self._cookies is not None and leases:
+            # Another worker stored cookies since this jar was loaded (a login): load them
+            # before fetching pages that may need them.
+            await self._cookies.catch_up(max(x.cookies for x in leases))
         for lease in leases:
             task = asyncio.create_task(self._run_page(lease))
             self._inflight[task] = _InFlight(lease)
@@ -279,7 +285,7 @@ class Crawler:
         await self._call(self.store.reclaim_dead_workers, self.crawl, backoff=self._backoff)
         from crashsafe.crawl.addresses import AddressGuard, GuardedResolver
         from crashsafe.crawl.allow import LinkFilter, host_and_port
-        from crashsafe.crawl.sessions import SendBuilder, load_cookies
+        from crashsafe.crawl.sessions import CookieSync, SendBuilder
 
         requests = self._start_requests()
         links = LinkFilter(self.settings, [r.url for r in requests])
@@ -302,7 +308,9 @@ class Crawler:
         resolver = GuardedResolver(guard, self._resolver)
         async with new_session(self.settings, resolver=resolver) as session:
             if self.settings.cookies_enabled:
-                load_cookies(session.cookie_jar, await self._call(self.store.cookies, self.crawl))
+                load = functools.partial(self._call, self.store.cookies, self.crawl)
+                self._cookies = CookieSync(session.cookie_jar, load)
+                await self._cookies.catch_up(0)
             processor = PageProcessor(
                 spider=self.spider,
                 settings=self.settings,
@@ -311,6 +319,7 @@ class Crawler:
                 hosts=HostSlots(self.settings.host_limit, self.settings.per_host_delay),
                 links=links,
                 sends=sends,
+                cookies=self._cookies,
                 guard=guard,
             )
             if self.settings.obey_robots:

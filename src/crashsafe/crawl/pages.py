@@ -38,7 +38,7 @@ from crashsafe.crawl.fetch import (
 from crashsafe.crawl.politeness import HostSlots
 from crashsafe.crawl.requests import Request, request_from_row
 from crashsafe.crawl.robots import Robots, RobotsUnavailable
-from crashsafe.crawl.sessions import SendBuilder, cookie_rows
+from crashsafe.crawl.sessions import CookieSync, SendBuilder, cookie_rows
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.sitemaps import MAX_SITEMAP_ENTRIES
 from crashsafe.crawl.spider import SITEMAP_CALLBACK, Page, Spider
@@ -77,11 +77,13 @@ class PageProcessor:
         hosts: HostSlots,
         links: LinkFilter,
         sends: SendBuilder,
+        cookies: CookieSync | None = None,
         guard: AddressGuard | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.spider = spider
         self.sends = sends
+        self.cookies = cookies
         self.item_key = item_keyer(spider)
         self.settings = settings
         self.session = session
@@ -171,6 +173,8 @@ class PageProcessor:
             return self._retry(lease, str(exc))
         except PermanentFetchError as exc:
             return PageOutcome(lease, "failed", error=str(exc))
+        if resp.set_cookies and self.cookies is not None:
+            self.cookies.received(resp.set_cookies)
         status = resp.status
         handled = status in self.settings.handle_statuses
         if status in REDIRECTS and not handled:

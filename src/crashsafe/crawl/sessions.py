@@ -1,11 +1,12 @@
 """What a crawl sends beside URLs, as a browser session would: cookies, headers, proxies,
 basic auth.
 
-- Cookies: one jar per crawl (aiohttp's). The cookies a page's responses set are stored
+- Cookies: one jar per worker (aiohttp's). The cookies a page's responses set are stored
   with that page's done mark (:func:`cookie_rows`), and a crawl that starts replays the
-  stored ones into its jar (:func:`load_cookies`), so a restarted crawl is still logged
-  in. Several workers: each loads the jar when it starts; a cookie one of them receives
-  later reaches the others when they restart (see docs/scrapy.md).
+  stored ones into its jar, so a restarted crawl is still logged in. Several workers: a
+  worker that leases a page after another one stored cookies loads them first
+  (:class:`CookieSync`), so a page found by a login page is fetched logged in, whichever
+  worker fetched the login page.
 - Proxies: ``meta["proxy"]``, else the ``proxy`` setting, else the standard environment
   variables (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``), read once per crawl.
 - Basic auth: ``http_user``/``http_pass``, sent only to ``http_auth_domain`` (default: the
@@ -14,10 +15,11 @@ basic auth.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import urllib.request
-from collections.abc import Iterable, Sequence
-from http.cookies import CookieError, SimpleCookie
+from collections.abc import Awaitable, Callable, Iterable
+from http.cookies import CookieError, Morsel, SimpleCookie
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -26,39 +28,82 @@ from yarl import URL
 from crashsafe.crawl.fetch import Send
 from crashsafe.crawl.requests import Request
 from crashsafe.crawl.settings import CrawlSettings
-from crashsafe.store import CookieRow
+from crashsafe.store import CookieRow, StoredCookies
 
-__all__ = ["SendBuilder", "cookie_rows", "load_cookies"]
+__all__ = ["CookieSync", "SendBuilder", "cookie_rows"]
+
+
+def default_path(url: str) -> str:
+    """A cookie's path when it names none (RFC 6265 5.1.4): the request path's directory."""
+    path = urlsplit(url).path
+    if not path.startswith("/") or path.count("/") == 1:
+        return "/"
+    return path[: path.rindex("/")]
+
+
+def _parsed(url: str, header: str) -> list[tuple[tuple[str, str, str], Morsel[str]]]:
+    """The cookies of one ``Set-Cookie`` value, each with the key the jar files it
+    under (domain, path, name); nothing for a value that does not parse."""
+    cookie: SimpleCookie = SimpleCookie()
+    try:
+        cookie.load(header)
+    except CookieError:
+        return []
+    host = (urlsplit(url).hostname or "").lower()
+    return [
+        (((m["domain"] or host).lstrip(".").lower(), m["path"] or default_path(url), name), m)
+        for name, m in cookie.items()
+    ]
 
 
 def cookie_rows(set_cookies: Iterable[tuple[str, str]]) -> list[CookieRow]:
     """The rows to store for ``(URL, Set-Cookie value)`` pairs; values that do not parse
     as a cookie are left out (the jar ignores them too)."""
-    rows = []
-    for url, header in set_cookies:
-        parsed = SimpleCookie()
-        try:
-            parsed.load(header)
-        except CookieError:
-            continue
-        host = (urlsplit(url).hostname or "").lower()
-        for name, morsel in parsed.items():
-            domain = (morsel["domain"] or host).lstrip(".").lower()
-            rows.append(CookieRow(domain, morsel["path"] or "/", name, url, header))
-    return rows
+    return [
+        CookieRow(domain, path, name, url, header)
+        for url, header in set_cookies
+        for (domain, path, name), _ in _parsed(url, header)
+    ]
 
 
-def load_cookies(jar: aiohttp.abc.AbstractCookieJar, stored: Sequence[tuple[str, str]]) -> int:
-    """Replay stored ``(URL, Set-Cookie value)`` pairs into ``jar``, in order: the jar then
-    holds what it held when those pages committed (expired cookies drop out)."""
-    for url, header in stored:
-        parsed = SimpleCookie()
-        try:
-            parsed.load(header)
-        except CookieError:
-            continue
-        jar.update_cookies(parsed, URL(url))
-    return len(stored)
+class CookieSync:
+    """One worker's cookie jar, kept up to date with the cookies the crawl stored.
+
+    When the crawl starts, the stored cookies are replayed into the jar. Later, a lease
+    granted when the stored cookies had a newer version than the jar's (another worker
+    committed a login page, say) makes the worker load them before that page is fetched;
+    cookies this worker received itself are kept as its own responses set them.
+    """
+
+    def __init__(
+        self,
+        jar: aiohttp.abc.AbstractCookieJar,
+        load: Callable[[], Awaitable[StoredCookies]],
+    ) -> None:
+        self.jar = jar
+        self._load = load
+        self.version = -1  # of what was loaded; -1: nothing yet
+        self._own: set[tuple[str, str, str]] = set()
+        self._lock = asyncio.Lock()
+
+    def received(self, set_cookies: Iterable[tuple[str, str]]) -> None:
+        """Note cookies this worker's own responses set (the jar has them already)."""
+        for url, header in set_cookies:
+            self._own.update(key for key, _ in _parsed(url, header))
+
+    async def catch_up(self, version: int) -> None:
+        """Load the stored cookies if they are newer than ``version`` says the jar is."""
+        if version <= self.version:
+            return
+        async with self._lock:
+            if version <= self.version:
+                return
+            stored = await self._load()
+            for url, header in stored.rows:
+                for key, morsel in _parsed(url, header):
+                    if key not in self._own:
+                        self.jar.update_cookies({morsel.key: morsel}, URL(url))
+            self.version = max(self.version, stored.version)
 
 
 class SendBuilder:

@@ -24,6 +24,7 @@ from crashsafe.store.base import (
     RecordRow,
     RobotsEntry,
     Store,
+    StoredCookies,
     StoredRecord,
     WorkerInfo,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "RecordRow",
     "RobotsEntry",
     "Store",
+    "StoredCookies",
     "StoredRecord",
     "WorkerInfo",
     "masked",

@@ -33,6 +33,7 @@ from crashsafe.store.values import (
     Politeness,
     RecordRow,
     RobotsEntry,
+    StoredCookies,
     StoredRecord,
     WorkerInfo,
     canonical_json,
@@ -56,6 +57,7 @@ __all__ = [
     "RecordRow",
     "RobotsEntry",
     "Store",
+    "StoredCookies",
     "StoredRecord",
     "WorkerInfo",
     "canonical_json",
@@ -153,9 +155,9 @@ class Store(Protocol):
 
     def due(self, crawl: str) -> Due: ...
 
-    def cookies(self, crawl: str) -> list[tuple[str, str]]:
-        """The cookies the crawl's committed pages set, as ``(url, Set-Cookie value)`` in
-        the order they were set (replaying them in order rebuilds the cookie jar)."""
+    def cookies(self, crawl: str) -> StoredCookies:
+        """The cookies the crawl's committed pages set, in the order they were set
+        (replaying them in order rebuilds the cookie jar), with their version."""
         ...
 
     # -- reading -------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from crashsafe.store.values import (
     NewUrl,
     PageOutcome,
     Politeness,
+    StoredCookies,
     StoredRecord,
     storable,
 )
@@ -106,8 +107,8 @@ class SQLStore(SQLWorkers, SQLRobots):
             rows = self._claim_due(tx, p)
         rows.sort(key=lambda r: (-r[5], r[0]))  # RETURNING does not keep the order
         return [
-            Lease(fid, url, depth, n, cb, grant, request)
-            for fid, url, depth, n, cb, _, request, grant in rows
+            Lease(fid, url, depth, n, cb, grant, request, jar or 0)
+            for fid, url, depth, n, cb, _, request, grant, jar in rows
         ]
 
     def _claim_politely(self, tx: Tx, p: Params, politeness: Politeness) -> list[Claimed]:
@@ -236,6 +237,7 @@ class SQLStore(SQLWorkers, SQLRobots):
             # The last one set wins (one statement cannot write a row twice), in one order.
             latest = {(c["domain"], c["path"], c["name"]): c for c in cookies}
             tx.many("put_cookie", [latest[k] for k in sorted(latest)])
+            tx.many("bump_cookie_jar", [{"crawl": crawl}])
         tx.many("set_grant_outcome", grants)
         if held:
             tx.many("hold_back_origin", held)
@@ -325,10 +327,13 @@ class SQLStore(SQLWorkers, SQLRobots):
 
         return self._run(go)
 
-    def cookies(self, crawl: str) -> list[tuple[str, str]]:
-        def go() -> list[tuple[str, str]]:
-            with self._read() as tx:
-                return [(url, header) for url, header in tx.rows("list_cookies", {"crawl": crawl})]
+    def cookies(self, crawl: str) -> StoredCookies:
+        def go() -> StoredCookies:
+            p = {"crawl": crawl}
+            with self._read() as tx:  # one snapshot: the version of the rows read
+                version = first(tx.rows("cookie_jar_version", p)) or 0
+                rows = [(url, header) for url, header in tx.rows("list_cookies", p)]
+            return StoredCookies(rows, version)
 
         return self._run(go)
 

@@ -25,7 +25,7 @@ from crashsafe.files import create_private
 from crashsafe.store.core import SQLStore
 from crashsafe.store.liveness import LockDir
 from crashsafe.store.queries import load_migrations, load_queries
-from crashsafe.store.sql_base import Claimed, Params, Tx, fenced_by_count
+from crashsafe.store.sql_base import Claimed, Params, Tx, fenced_by_count, first
 from crashsafe.store.sqlite_errors import why as _why
 
 T = TypeVar("T")
@@ -270,7 +270,8 @@ class SQLiteStore(SQLStore):
             return []
         grants = dict(tx.rows("add_grants", {**p, "ids": [r[0] for r in rows]}))
         tx.many("set_grant", [{"grant": g, "id": fid} for fid, g in grants.items()])
-        return [(*r, grants[r[0]]) for r in rows]
+        version = first(tx.rows("cookie_jar_version", p))
+        return [(*r, grants[r[0]], version) for r in rows]
 
     # -- liveness: lock files beside the database ------------------------------------------
     def _take_liveness(self, owner: str, tx: Tx) -> None:

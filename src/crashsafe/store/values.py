@@ -96,6 +96,8 @@ class Lease:
     """A URL granted to one worker until ``expires`` (or until that worker dies).
 
     ``url`` is the frontier key and ``request`` the stored request, as in :class:`NewUrl`.
+    ``cookies`` is the version of the crawl's stored cookies when it was granted: a
+    worker whose jar is older loads them before it fetches (another worker logged in).
     """
 
     frontier_id: int
@@ -105,6 +107,7 @@ class Lease:
     callback: str | None
     grant_id: int
     request: str | None = None
+    cookies: int = 0
 
 
 @pickled_as_tuple
@@ -176,6 +179,16 @@ class CookieRow:
     name: str
     url: str
     header: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCookies:
+    """The cookies a crawl's committed pages set, as ``(url, Set-Cookie value)`` in the
+    order they were set, and the version of that set (raised by every commit that stores
+    cookies; 0: none yet)."""
+
+    rows: list[tuple[str, str]]
+    version: int
 
 
 @dataclass(frozen=True, slots=True)

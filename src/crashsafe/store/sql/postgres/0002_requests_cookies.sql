@@ -17,3 +17,10 @@ CREATE TABLE cookies (
     set_at timestamptz NOT NULL,
     PRIMARY KEY (crawl, domain, path, name)
 );
+
+-- A counter per crawl, raised by every commit that stores cookies, returned with every
+-- claim (see SQLite's 0004).
+CREATE TABLE cookie_jars (
+    crawl   text    PRIMARY KEY,
+    version integer NOT NULL
+);

@@ -47,7 +47,8 @@ SET state = 'leased', lease_owner = %(owner)s, grant_id = g.id,
     attempts = f.attempts + (f.state = 'leased')::int
 FROM granted g
 WHERE f.id = ANY((SELECT ids FROM picked)::bigint[]) AND f.id = g.frontier_id
-RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, f.request, g.id;
+RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, f.request, g.id,
+          (SELECT version FROM cookie_jars WHERE crawl = %(crawl)s);
 
 -- name: claim_ids
 -- The URLs a polite claim chose (already locked by its claim_candidates).
@@ -67,7 +68,8 @@ SET state = 'leased', lease_owner = %(owner)s, grant_id = g.id,
     attempts = f.attempts + (f.state = 'leased')::int
 FROM granted g
 WHERE f.id = ANY(%(ids)s::bigint[]) AND f.id = g.frontier_id
-RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, f.request, g.id;
+RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, f.request, g.id,
+          (SELECT version FROM cookie_jars WHERE crawl = %(crawl)s);
 
 -- name: claim_candidates
 -- What a polite claim chooses from (store/hosts.py): due URLs in the order they are due.
@@ -237,6 +239,15 @@ ON CONFLICT (crawl, domain, path, name) DO UPDATE SET
 
 -- name: list_cookies
 SELECT url, header FROM cookies WHERE crawl = %(crawl)s ORDER BY set_at, domain, path, name;
+
+-- name: bump_cookie_jar
+-- many (one row: the crawl)
+INSERT INTO cookie_jars (crawl, version)
+SELECT crawl, 1 FROM unnest(%(crawl)s::text[]) AS u(crawl)
+ON CONFLICT (crawl) DO UPDATE SET version = cookie_jars.version + 1;
+
+-- name: cookie_jar_version
+SELECT version FROM cookie_jars WHERE crawl = %(crawl)s;
 
 -- name: add_worker
 INSERT INTO workers (owner, crawl, host, pid, started_at)

@@ -19,3 +19,11 @@ CREATE TABLE cookies (
     set_at REAL NOT NULL,
     PRIMARY KEY (crawl, domain, path, name)
 ) WITHOUT ROWID;
+
+-- A counter per crawl, raised by every commit that stores cookies, and read by every
+-- claim: a worker that leases a URL after another worker stored cookies (a login) sees
+-- the counter moved and loads them before it fetches.
+CREATE TABLE cookie_jars (
+    crawl   TEXT    PRIMARY KEY,
+    version INTEGER NOT NULL
+) WITHOUT ROWID;

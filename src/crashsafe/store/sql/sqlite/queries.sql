@@ -157,6 +157,13 @@ ON CONFLICT (crawl, domain, path, name) DO UPDATE SET
 -- name: list_cookies
 SELECT url, header FROM cookies WHERE crawl = :crawl ORDER BY set_at, domain, path, name;
 
+-- name: bump_cookie_jar
+INSERT INTO cookie_jars (crawl, version) VALUES (:crawl, 1)
+ON CONFLICT (crawl) DO UPDATE SET version = version + 1;
+
+-- name: cookie_jar_version
+SELECT version FROM cookie_jars WHERE crawl = :crawl;
+
 -- name: add_worker
 INSERT OR REPLACE INTO workers (owner, crawl, host, pid, started_at)
 VALUES (:owner, :crawl, :host, :pid, :now);

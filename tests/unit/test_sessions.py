@@ -1,0 +1,86 @@
+"""Cookies as a crawl stores and replays them: the replayed jar sends what the live one
+did."""
+
+from __future__ import annotations
+
+import asyncio
+from http.cookies import SimpleCookie
+
+import aiohttp
+from yarl import URL
+
+from crashsafe.crawl.sessions import CookieSync, cookie_rows, default_path
+from crashsafe.store import StoredCookies
+
+SET = [
+    ("http://a.test/en/page", "lang=en"),
+    ("http://a.test/fr/page", "lang=fr"),
+    ("http://a.test/login", "session=s1; Path=/"),
+    ("http://a.test/account/logout", "session=; Max-Age=0"),  # another path: not the same
+]
+
+
+def sent(jar: aiohttp.abc.AbstractCookieJar, url: str) -> dict[str, str]:
+    return {k: m.value for k, m in jar.filter_cookies(URL(url)).items()}
+
+
+def test_default_path_is_the_request_paths_directory() -> None:
+    assert default_path("http://a.test/en/page") == "/en"
+    assert default_path("http://a.test/page") == "/"
+    assert default_path("http://a.test") == "/"
+    assert default_path("http://a.test/a/b/") == "/a/b"
+
+
+def test_rows_keep_cookies_of_different_paths_apart() -> None:
+    keys = [(r.domain, r.path, r.name) for r in cookie_rows(SET)]
+    assert keys == [
+        ("a.test", "/en", "lang"),
+        ("a.test", "/fr", "lang"),
+        ("a.test", "/", "session"),
+        ("a.test", "/account", "session"),
+    ]
+
+
+def test_a_replayed_jar_sends_what_the_live_jar_sent() -> None:
+    async def go() -> None:
+        live = aiohttp.CookieJar(unsafe=True)
+        for url, header in SET:
+            cookie: SimpleCookie = SimpleCookie()
+            cookie.load(header)
+            live.update_cookies(cookie, URL(url))
+        rows = [(r.url, r.header) for r in cookie_rows(SET)]
+
+        async def load() -> StoredCookies:
+            return StoredCookies(rows, 1)
+
+        replayed = aiohttp.CookieJar(unsafe=True)
+        await CookieSync(replayed, load).catch_up(0)
+        for url in ("http://a.test/en/x", "http://a.test/fr/x", "http://a.test/account/x"):
+            assert sent(replayed, url) == sent(live, url)
+        assert sent(replayed, "http://a.test/en/x") == {"lang": "en", "session": "s1"}
+
+    asyncio.run(go())
+
+
+def test_a_catch_up_keeps_the_cookies_this_worker_received() -> None:
+    async def go() -> None:
+        stored = StoredCookies([("http://a.test/login", "session=theirs; Path=/"),
+                                ("http://a.test/login", "lang=de; Path=/")], 3)  # fmt: skip
+
+        async def load() -> StoredCookies:
+            return stored
+
+        jar = aiohttp.CookieJar(unsafe=True)
+        sync = CookieSync(jar, load)
+        await sync.catch_up(0)
+        assert sent(jar, "http://a.test/") == {"session": "theirs", "lang": "de"}
+        mine = [("http://a.test/login", "session=mine; Path=/")]
+        jar.update_cookies({"session": "mine"}, URL("http://a.test/login"))
+        sync.received(mine)
+        stored = StoredCookies([*stored.rows, ("http://a.test/x", "lang=fr; Path=/")], 4)
+        await sync.catch_up(4)
+        assert sent(jar, "http://a.test/") == {"session": "mine", "lang": "fr"}
+        await sync.catch_up(4)  # not newer: nothing loaded
+        assert sync.version == 4
+
+    asyncio.run(go())
