@@ -207,3 +207,23 @@ def test_the_guard_keeps_only_allowed_addresses_of_a_name() -> None:
         asyncio.run(only_private.resolve("intranet.example", 80))
     with_range = GuardedResolver(AddressGuard(["192.168.0.0/16"]), MapTo("192.168.1.1"))
     assert len(asyncio.run(with_range.resolve("intranet.example", 80))) == 1
+
+
+def test_a_proxy_given_by_its_address_is_checked_by_the_guard() -> None:
+    """meta["proxy"] = "http://127.0.0.1:PORT" on a crawl of public sites: the connection
+    would end at loopback, so the address guard refuses it before connecting (a proxy
+    given by name goes through the guarded resolver)."""
+    from crashsafe.crawl.fetch import Send, fetch, new_session
+    from crashsafe.crawl.settings import CrawlSettings
+
+    async def go() -> None:
+        settings = CrawlSettings()
+        async with new_session(settings) as session:
+            for proxy in ("http://127.0.0.1:9", "http://[::ffff:127.0.0.1]:9"):
+                with pytest.raises(AddressRefused, match="loopback"):
+                    await fetch(
+                        session, "http://public.example/", settings, guard=AddressGuard(),
+                        send=Send(proxy=proxy),
+                    )  # fmt: skip
+
+    asyncio.run(go())

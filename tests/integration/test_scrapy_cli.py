@@ -86,3 +86,14 @@ def test_shell_gives_the_page_to_a_python_console(shop: Callable[..., ShopThread
     assert done.returncode == 0, done.stderr
     assert "title: 200 1" in done.stdout
     assert f"<Page 200 {site.url}/list/0>" in done.stdout
+
+
+def test_crawl_o_checks_its_folder_and_name_before_crawling(
+    shop: Callable[..., ShopThread], db_url: str, tmp_path: Path
+) -> None:
+    site = shop(listings=1, per_listing=1)
+    for extra in (["-o", str(tmp_path / "missing" / "out.csv")], ["-O", ""]):
+        bad = run_cli(*crawl_args(site, db_url, *extra))
+        assert bad.returncode == 1 and "Traceback" not in bad.stderr, bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert not Path(db_url.removeprefix("sqlite:///")).exists()  # refused before any work

@@ -387,3 +387,148 @@ def test_crawl_async_returns_the_result(site: Any, db_url: str) -> None:
     result = asyncio.run(crashsafe.crawl_async(One, db=db_url))
     assert not result.interrupted
     assert (result.stats.done, result.stats.records) == (1, 1)
+
+
+def test_a_redirect_to_another_origin_drops_the_requests_credentials(
+    site: Any, db_url: str
+) -> None:
+    away = site({"/echo": lambda r: "<p>away</p>"})
+    elsewhere = away.url.replace("127.0.0.1", "localhost") + "/echo"
+
+    def hop(request: web.Request) -> web.StreamResponse:
+        target = elsewhere if request.path == "/away" else "/echo"
+        raise web.HTTPFound(target)
+
+    s = site({"/away": hop, "/here": hop, "/echo": lambda r: "<p>here</p>"})
+
+    class Secrets(Spider):
+        name = "secrets"
+        start_urls: list[str] = []
+        obey_robots = False
+        http_user, http_pass = "user", "pw"
+        allowed_domains = [s.url.removeprefix("http://"), elsewhere.split("/")[2]]
+
+        def start_requests(self) -> Any:
+            for path in ("/away", "/here"):
+                yield Request(
+                    s.url + path,
+                    headers={"Authorization": "Bearer SECRET", "X-Other": "kept"},
+                    cookies={"token": "t1"},
+                )
+
+        def parse(self, page: Any) -> Any:
+            return []
+
+    crashsafe.crawl(Secrets, db=db_url)
+    [far] = away.seen
+    assert "Authorization" not in far.headers and "Cookie" not in far.headers
+    assert far.headers["X-Other"] == "kept"
+    [near] = [r for r in s.seen if r.path == "/echo"]
+    assert near.headers["Authorization"] == "Bearer SECRET"
+    assert near.cookies["token"] == "t1"
+
+
+def test_basic_auth_is_not_sent_to_another_port_of_the_start_host(site: Any, db_url: str) -> None:
+    other = site({"/other": lambda r: "<p>other</p>"})
+    s = site({"/": lambda r: f"<a href='{other.url}/other'>o</a>"})
+
+    class Ports(Spider):
+        name = "ports"
+        start_urls = [f"{s.url}/"]
+        obey_robots = False
+        http_user, http_pass = "user", "pw"
+        allowed_domains = [s.url.removeprefix("http://"), other.url.removeprefix("http://")]
+
+        def parse(self, page: Any) -> Any:
+            yield from page.follow_all(css="a::attr(href)")
+
+    crashsafe.crawl(Ports, db=db_url)
+    [start] = [r for r in s.seen if r.path == "/"]
+    assert start.headers["Authorization"] == "Basic dXNlcjpwdw=="
+    [away] = other.seen
+    assert "Authorization" not in away.headers
+
+
+def test_requests_that_cannot_be_sent_are_skipped_and_counted(site: Any, db_url: str) -> None:
+    s = site({"/": lambda r: "<p>x</p>", "/ok": lambda r: "<p>ok</p>"})
+
+    class Bad(Spider):
+        name = "bad"
+        start_urls = [f"{s.url}/"]
+
+        def parse(self, page: Any) -> Any:
+            if not page.url.endswith("/"):
+                return
+            yield Request(page.urljoin("/b1"), method="PO ST")
+            yield Request(page.urljoin("/b2"), method="POST", body={"a": 1})  # type: ignore[arg-type]
+            yield Request(page.urljoin("/b3"), headers={"X-N": 5})  # type: ignore[dict-item]
+            yield Request(page.urljoin("/b4"), meta={"proxy": "not a url"})
+            yield Request(page.urljoin("/b5"), priority=2**70)
+            yield page.follow("/ok")
+
+    result = crashsafe.crawl(Bad, db=db_url)
+    assert (result.stats.done, result.stats.failed, result.stats.links_skipped) == (2, 0, 5)
+    assert {r.path for r in s.seen} == {"/robots.txt", "/", "/ok"}
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"priority": "high"}, "priority 'high' is not an integer"),
+        ({"body": {"a": 1}}, "body must be bytes or str"),
+        ({"method": "PO ST"}, "is not an HTTP method"),
+        ({"callback": "not a name"}, "is not the name of a spider method"),
+        ({"meta": {"t": object()}}, "meta must hold JSON"),
+    ],
+)
+def test_a_bad_start_request_is_a_config_error(
+    db_url: str, bad: dict[str, Any], message: str
+) -> None:
+    class Start(Spider):
+        name = "start"
+
+        def start_requests(self) -> Any:
+            return [Request("http://127.0.0.1:9/", **bad)]
+
+    with pytest.raises(ConfigError, match=message):
+        crashsafe.crawl(Start, db=db_url)
+
+
+def test_a_chain_of_sitemap_indexes_ends(site: Any, db_url: str) -> None:
+    base: list[str] = []
+
+    def chain(request: web.Request) -> web.Response:
+        n = int(request.query.get("n", "0"))
+        body = sitemap_xml("sitemapindex", [(f"{base[0]}/index?n={n + 1}", "2026-11-01")])
+        return web.Response(body=body, content_type="application/xml")
+
+    s = site({"/index": chain})
+    base.append(s.url)
+
+    class Chain(Spider):
+        name = "chain"
+        sitemap_urls = [f"{s.url}/index"]
+
+    crashsafe.crawl(Chain, db=db_url)
+    from crashsafe.crawl.spider import MAX_SITEMAP_DEPTH
+
+    assert sum(r.path == "/index" for r in s.seen) == MAX_SITEMAP_DEPTH + 1
+
+
+def test_an_item_key_that_is_not_a_string_or_integer_fails_the_page(site: Any, db_url: str) -> None:
+    s = site({"/": lambda r: "<p>x</p>"})
+
+    class Listy(Spider):
+        name = "listy"
+        start_urls = [f"{s.url}/"]
+        item_key = "sku"
+
+        def parse(self, page: Any) -> Any:
+            yield {"sku": ["a", "b"]}
+
+    result = crashsafe.crawl(Listy, db=db_url)
+    assert result.stats.failed == 1 and result.stats.records == 0
+    store = open_store(db_url, create=False, readonly=True)
+    [failed] = store.failed("listy")
+    store.close()
+    assert "must be a string or an integer, not list" in (failed.error or "")

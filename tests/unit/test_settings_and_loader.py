@@ -39,8 +39,14 @@ def test_spider_attributes_then_overrides() -> None:
 
 
 def test_bad_settings_are_named() -> None:
-    with pytest.raises(ConfigError, match="concurrency must be > 0"):
+    with pytest.raises(ConfigError, match="concurrency must be a number > 0"):
         CrawlSettings(concurrency=0)
+    for bad in ({"timeout": float("inf")}, {"lease_seconds": float("nan")},
+                {"max_response_bytes": -5}, {"per_host_delay": -1.0}):  # fmt: skip
+        with pytest.raises(ConfigError, match=f"setting {next(iter(bad))} must be a number"):
+            CrawlSettings(**bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="max_depth must be >= 0"):
+        CrawlSettings(max_depth=-1)
     with pytest.raises(ConfigError, match="unknown setting"):
         CrawlSettings().replace(concurency=3)
     assert CrawlSettings.parse_value("obey_robots", "false") is False

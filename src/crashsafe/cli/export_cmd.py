@@ -152,11 +152,13 @@ class Feed:
 
     @classmethod
     def from_options(cls, output: str | None, overwrite: str | None) -> Feed | None:
-        if output and overwrite:
+        if output is not None and overwrite is not None:
             raise ConfigError("give -o FILE or -O FILE, not both")
-        target = output or overwrite
-        if not target:
+        target = output if output is not None else overwrite
+        if target is None:
             return None
+        if not target.strip():
+            raise ConfigError("-o/-O: give a file name")
         path = Path(target)
         fmt = FEED_FORMATS.get(path.suffix.lower())
         if fmt is None:
@@ -173,6 +175,9 @@ class Feed:
                 f"{self.path} exists: -O {self.path} replaces it (the file holds every record "
                 "of the crawl, so appending would repeat them)"
             )
+        folder = self.path.parent
+        if not folder.is_dir():
+            raise ConfigError(f"cannot write {self.path}: the folder {folder} does not exist")
 
     def write(self, db_url: str, crawl: str) -> int:
         self.check()

@@ -34,7 +34,7 @@ def fetch_page(spider: Spider, request: Request, sets: Iterable[str] = ()) -> Pa
     """Fetch ``request`` once with the spider's settings (headers, cookies, proxy, auth,
     the address guard) and return it as ``parse`` would see it."""
     from crashsafe.crawl.addresses import AddressGuard, GuardedResolver
-    from crashsafe.crawl.allow import host_and_port
+    from crashsafe.crawl.allow import BadLink, host_and_port
     from crashsafe.crawl.fetch import fetch, new_session
     from crashsafe.crawl.fetch_errors import FetchError
     from crashsafe.crawl.sessions import SendBuilder
@@ -42,10 +42,10 @@ def fetch_page(spider: Spider, request: Request, sets: Iterable[str] = ()) -> Pa
 
     settings = type(spider).crawl_settings(**parse_sets(sets))
     try:
-        host = host_and_port(canonical_url(request.url))[0]
-    except ValueError as exc:
+        host, port = host_and_port(canonical_url(request.url))
+    except (BadLink, ValueError) as exc:
         raise ConfigError(f"{request.url!r} cannot be fetched: {exc}") from None
-    sends = SendBuilder(settings, [host])
+    sends = SendBuilder(settings, [(host, port)])
     guard = AddressGuard.for_crawl(settings.allowed_addresses, [host, *sends.proxy_hosts()])
 
     async def go() -> Page:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from crashsafe.collector import rarer_gc
 from crashsafe.crawl.politeness import HostSlots
-from crashsafe.crawl.requests import Request
+from crashsafe.crawl.requests import BadRequest, Request, checked
 from crashsafe.crawl.robots import ROBOTS_MAX_REDIRECTS, Robots, RobotsStore
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Spider
@@ -290,8 +290,9 @@ class Crawler:
         requests = self._start_requests()
         links = LinkFilter(self.settings, [r.url for r in requests])
         starts = links.start_requests(requests)
-        start_hosts = [host_and_port(r.url.partition("#")[0])[0] for r in starts]
-        sends = SendBuilder(self.settings, start_hosts)
+        start_origins = [host_and_port(r.url.partition("#")[0]) for r in starts]
+        start_hosts = [host for host, _ in start_origins]
+        sends = SendBuilder(self.settings, start_origins)
         guard = AddressGuard.for_crawl(
             self.settings.allowed_addresses, start_hosts + sends.proxy_hosts()
         )
@@ -341,22 +342,23 @@ class Crawler:
         spider's ``start_requests()`` (by default a GET per ``start_urls`` entry)."""
         if self.start_urls is not None:
             return [Request(u) for u in self.start_urls]
+        name = f"{type(self.spider).__name__}.start_requests()"
         try:
             found = list(self.spider.start_requests() or ())
         except Exception as exc:
-            raise SpiderError(
-                f"{type(self.spider).__name__}.start_requests() raised {type(exc).__name__}: {exc}"
-            ) from exc
+            raise SpiderError(f"{name} raised {type(exc).__name__}: {exc}") from exc
         requests = []
         for item in found:
             if isinstance(item, str):
                 item = Request(item)
             if not isinstance(item, Request):
                 raise ConfigError(
-                    f"{type(self.spider).__name__}.start_requests() gave "
-                    f"{type(item).__name__}: give Request(...) objects or URL strings"
+                    f"{name} gave {type(item).__name__}: give Request(...) objects or URLs"
                 )
-            requests.append(item)
+            try:
+                requests.append(checked(item))
+            except BadRequest as exc:
+                raise ConfigError(f"{name} gave a request for {item.url!r}: {exc}") from None
         return requests
 
     def _robots(

@@ -10,7 +10,7 @@ from typing import Any, cast
 from itemadapter import ItemAdapter
 
 from crashsafe.crawl.allow import BadLink, LinkFilter
-from crashsafe.crawl.requests import Request, callback_name
+from crashsafe.crawl.requests import BadRequest, Request, check_proxy, checked
 from crashsafe.crawl.spider import Link, Page, Record, Spider
 from crashsafe.errors import ConfigError
 from crashsafe.ids import record_id
@@ -97,24 +97,20 @@ SKIPPED_SHOWN = 3
 _LINKS = (Request, Link, str)
 
 
-_PRIORITY = range(-(2**63), 2**63)  # what the database's integer holds
-
-
 def _request(item: Request | Link | str, page: Page) -> Request:
-    """``item`` as a Request whose URL is absolute, if the store can keep it."""
+    """``item`` as a Request whose URL is absolute, if it can be sent and stored
+    (:class:`BadRequest` says why not)."""
     if isinstance(item, str):
         return Request(page.urljoin(item))
     if isinstance(item, Link):
         item = Request(item.url, callback=item.callback, priority=item.priority)
-    if not isinstance(item.url, str):
-        raise BadLink(f"the URL is a {type(item.url).__name__}, not a string")
-    callback = callback_name(item.callback)  # callback=self.parse_item: kept by name
-    if callback is not None and not (isinstance(callback, str) and callback.isidentifier()):
-        raise BadLink(f"callback {callback!r} is not the name of a spider method")
-    if type(item.priority) is not int or item.priority not in _PRIORITY:
-        raise BadLink(f"priority {item.priority!r} is not an integer within 64 bits")
-    if not isinstance(item.method, str) or not item.method.isalpha():
-        raise BadLink(f"method {item.method!r} is not an HTTP method")
+    checked(item)
+    proxy = (item.meta or {}).get("proxy") if isinstance(item.meta, Mapping) else None
+    if proxy:
+        try:
+            check_proxy(proxy, 'meta["proxy"]')
+        except ConfigError as exc:
+            raise BadRequest(str(exc)) from None
     return replace(item, url=page.urljoin(item.url))
 
 
@@ -196,6 +192,11 @@ def _record_row(key: Any, data: Any, source: str, url: str) -> RecordRow:
         raise ParseError(
             "record with an empty key: the key selector matched nothing? Every record "
             "needs a natural key (a SKU, a slug)."
+        )
+    if not isinstance(key, str | int) or isinstance(key, bool):
+        raise ParseError(
+            f"a record's key must be a string or an integer, not {type(key).__name__} "
+            f"({str(key)[:100]}): join its parts into one string"
         )
     key = str(key)
     try:

@@ -15,6 +15,7 @@ from urllib.parse import urljoin
 import aiohttp
 import aiohttp.abc
 from multidict import CIMultiDictProxy
+from yarl import URL
 
 from crashsafe.crawl.addresses import AddressGuard
 from crashsafe.crawl.allow import BadLink, client_url
@@ -47,33 +48,49 @@ class Response:
     set_cookies: tuple[tuple[str, str], ...] = ()
 
 
+#: What a request's own headers may hold that is for its origin only: dropped when a
+#: redirect leads to another origin (as browsers, curl and requests do).
+CREDENTIALS = frozenset({"authorization", "cookie"})
+
+
 @dataclass(frozen=True, slots=True)
 class Send:
-    """What a request sends beyond its URL; a redirect 301/302/303 turns it into a GET
-    without a body (as browsers and Scrapy do), 307/308 keep it."""
+    """What a request sends beyond its URL. A redirect 301/302/303 turns it into a GET
+    without a body (as browsers and Scrapy do), 307/308 keep it; a redirect to another
+    origin drops the request's own credentials (``Authorization`` and ``Cookie`` headers,
+    ``cookies``; the jar's cookies follow their own domains)."""
 
     method: str = "GET"
     headers: Mapping[str, str] | None = None
     body: bytes | None = None
     cookies: Mapping[str, str] | None = None
     proxy: str | None = None
-    #: the Authorization header for a host, or None (asked at every hop: a redirect to
-    #: another host does not carry the credentials along).
-    auth: Callable[[str], str | None] | None = None
+    #: the Authorization header for an origin (host, port), or None; asked at every hop.
+    auth: Callable[[str, int | None], str | None] | None = None
 
-    def headers_for(self, host: str) -> Mapping[str, str] | None:
-        authorization = self.auth(host) if self.auth is not None else None
+    def headers_for(self, host: str, port: int | None) -> Mapping[str, str] | None:
+        """The request's headers, with basic auth for this origin unless the request
+        carries an Authorization header of its own (its own headers win)."""
+        authorization = self.auth(host, port) if self.auth is not None else None
         if authorization is None:
+            return self.headers
+        if self.headers and any(k.lower() == "authorization" for k in self.headers):
             return self.headers
         return {**(self.headers or {}), "Authorization": authorization}
 
-    def after_redirect(self, status: int) -> Send:
-        if status in (301, 302, 303) and self.method != "HEAD":
+    def after_redirect(self, status: int, *, same_origin: bool) -> Send:
+        sent = self
+        if not same_origin and (self.cookies or self.headers):
             headers = self.headers
             if headers:
+                headers = {k: v for k, v in headers.items() if k.lower() not in CREDENTIALS}
+            sent = replace(sent, headers=headers, cookies=None)
+        if status in (301, 302, 303) and self.method != "HEAD":
+            headers = sent.headers
+            if headers:
                 headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
-            return replace(self, method="GET", body=None, headers=headers)
-        return self
+            sent = replace(sent, method="GET", body=None, headers=headers)
+        return sent
 
 
 GET = Send()
@@ -160,12 +177,14 @@ async def fetch(
         request_url = client_url(current)  # what the allow decision was made on
         if guard is not None:
             guard.check_host(request_url.raw_host or "")
+            if send.proxy:  # a proxy named by its address is the connection's end
+                guard.check_host(URL(send.proxy).raw_host or "")
         try:
             async with session.request(
                 send.method,
                 request_url,
                 allow_redirects=False,
-                headers=send.headers_for(request_url.raw_host or ""),
+                headers=send.headers_for(request_url.raw_host or "", request_url.port),
                 data=send.body,
                 cookies=send.cookies,
                 proxy=send.proxy,
@@ -186,8 +205,9 @@ async def fetch(
                             f"redirect to a URL that cannot be crawled: {location[:200]!r} ({exc})"
                         ) from exc
                     if follow is not None:
+                        same = client_url(follow).origin() == request_url.origin()
                         current = follow
-                        send = send.after_redirect(resp.status)
+                        send = send.after_redirect(resp.status, same_origin=same)
                         continue
                 body = await _read_capped(resp, cap, truncate=truncate)
                 return Response(current, resp.status, resp.headers, body, tuple(cookies))

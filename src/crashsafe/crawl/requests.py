@@ -20,14 +20,25 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from yarl import URL
+
 from crashsafe.errors import ConfigError
 from crashsafe.store.values import canonical_json
 
-__all__ = ["Request", "callback_name", "frontier_key", "request_from_row"]
+__all__ = [
+    "BadRequest",
+    "Request",
+    "callback_name",
+    "check_proxy",
+    "checked",
+    "frontier_key",
+    "request_from_row",
+]
 
 _PLAIN_FIELDS = ("headers", "cookies", "meta", "cb_kwargs")
 
@@ -111,6 +122,58 @@ class Request:
                 f"Request {bad} must hold JSON values (str, int, float, bool, None, lists, "
                 f"dicts) to be stored with the frontier ({exc}); NaN and objects cannot be"
             ) from None
+
+
+class BadRequest(ValueError):
+    """A Request whose fields cannot be sent or stored (says which, and why)."""
+
+
+_PRIORITY = range(-(2**63), 2**63)  # what the database's integer holds
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 token: methods, names
+
+
+def checked(request: Request) -> Request:
+    """``request`` if every field can be sent and stored; raises :class:`BadRequest`
+    naming the first that cannot. ``meta`` and ``cb_kwargs`` are checked when stored."""
+    if not isinstance(request.url, str):
+        raise BadRequest(f"the URL is a {type(request.url).__name__}, not a string")
+    callback = callback_name(request.callback)
+    if callback is not None and not (isinstance(callback, str) and callback.isidentifier()):
+        raise BadRequest(f"callback {callback!r} is not the name of a spider method")
+    if type(request.priority) is not int or request.priority not in _PRIORITY:
+        raise BadRequest(f"priority {request.priority!r} is not an integer within 64 bits")
+    method = request.method
+    if not isinstance(method, str) or not _TOKEN.fullmatch(method) or len(method) > 20:
+        raise BadRequest(f"method {method!r} is not an HTTP method")
+    if request.body is not None and not isinstance(request.body, str | bytes | bytearray):
+        raise BadRequest(
+            f"body must be bytes or str, not {type(request.body).__name__} "
+            "(for JSON: body=json.dumps(...))"
+        )
+    for name in ("headers", "cookies"):
+        value = getattr(request, name)
+        if value is None:
+            continue
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) and _TOKEN.fullmatch(k)
+            for k, v in value.items()
+        ):
+            raise BadRequest(f"{name} must map names to strings, e.g. {{'X-Name': 'value'}}")
+    return request
+
+
+def check_proxy(value: object, where: str) -> str:
+    """``value`` if it is a proxy URL aiohttp can use (``http://[user:pass@]host:port``)."""
+    text = str(value)
+    try:
+        url = URL(text)
+    except (ValueError, TypeError):
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise ConfigError(
+            f"{where} {text[:200]!r} is not a proxy URL: use http://[user:pass@]host:port"
+        )
+    return text
 
 
 def _is_json(value: Any) -> bool:

@@ -26,7 +26,7 @@ import aiohttp
 from yarl import URL
 
 from crashsafe.crawl.fetch import Send
-from crashsafe.crawl.requests import Request
+from crashsafe.crawl.requests import Request, check_proxy
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.store import CookieRow, StoredCookies
 
@@ -109,7 +109,9 @@ class CookieSync:
 class SendBuilder:
     """Turns a stored :class:`Request` into what the fetch sends (:class:`Send`)."""
 
-    def __init__(self, settings: CrawlSettings, start_hosts: Iterable[str]) -> None:
+    def __init__(
+        self, settings: CrawlSettings, start_origins: Iterable[tuple[str, int | None]]
+    ) -> None:
         self.proxy = settings.proxy
         self._env = {} if settings.proxy else urllib.request.getproxies_environment()
         self._bypass: dict[str, bool] = {}
@@ -117,16 +119,19 @@ class SendBuilder:
         if settings.http_user is not None or settings.http_pass is not None:
             pair = f"{settings.http_user or ''}:{settings.http_pass or ''}".encode()
             self._auth = "Basic " + base64.b64encode(pair).decode("ascii")
+        # By default the start URLs' origins (host and port); a domain given covers its
+        # subdomains, on any port, as Scrapy's http_auth_domain does.
+        self._auth_origins = {(h.lower(), p) for h, p in start_origins}
         domain = settings.http_auth_domain
-        self._auth_domains = (
-            tuple(h.lower() for h in start_hosts) if domain is None else (domain.lower(),)
-        )
+        self._auth_domain = domain.lower().lstrip(".") if domain else None
+        if settings.proxy is not None:
+            check_proxy(settings.proxy, "the proxy setting")
 
     def proxy_for(self, request: Request) -> str | None:
         meta = request.meta or {}
         if "proxy" in meta:  # None in meta: no proxy for this request, as in Scrapy
             value = meta["proxy"]
-            return str(value) if value else None
+            return check_proxy(value, 'meta["proxy"]') if value else None
         if self.proxy or not self._env:
             return self.proxy
         url = urlsplit(request.url)
@@ -141,13 +146,14 @@ class SendBuilder:
             )
         return None if bypass else proxy
 
-    def auth_for(self, host: str) -> str | None:
+    def auth_for(self, host: str, port: int | None) -> str | None:
         if self._auth is None:
             return None
-        host = host.lower()
-        for domain in self._auth_domains:
-            if domain == "*" or host == domain or host.endswith("." + domain):
-                return self._auth
+        host, domain = host.lower(), self._auth_domain
+        if domain is None:
+            return self._auth if (host, port) in self._auth_origins else None
+        if domain == "*" or host == domain or host.endswith("." + domain):
+            return self._auth
         return None
 
     def send(self, request: Request) -> Send:

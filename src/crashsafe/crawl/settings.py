@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -98,10 +99,21 @@ class CrawlSettings:
     http_auth_domain: str | None = None
 
     def __post_init__(self) -> None:
-        positive = ("concurrency", "lease_seconds", "max_attempts", "timeout", "max_links_per_page")
+        positive = (
+            "concurrency", "lease_seconds", "max_attempts", "timeout", "max_links_per_page",
+            "max_response_bytes", "max_redirects",
+        )  # fmt: skip
         for name in positive:
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"setting {name} must be > 0, got {getattr(self, name)!r}")
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"setting {name} must be a number > 0, got {value!r}")
+        for name in ("per_host_delay", "backoff_base", "backoff_max", "grace_seconds",
+                     "robots_unreachable_grace"):  # fmt: skip
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+                raise ConfigError(f"setting {name} must be a number >= 0, got {value!r}")
+        if self.max_depth is not None and self.max_depth < 0:
+            raise ConfigError(f"setting max_depth must be >= 0 (or None), got {self.max_depth!r}")
         if self.lease_ahead < 0:
             raise ConfigError(f"setting lease_ahead must be >= 0, got {self.lease_ahead!r}")
         if self.per_host_concurrency is not None and self.per_host_concurrency <= 0:

@@ -25,10 +25,21 @@ from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.sitemaps import SitemapEntry, read_sitemap, sitemaps_in_robots
 from crashsafe.errors import ConfigError
 
-__all__ = ["SITEMAP_CALLBACK", "Link", "Page", "Record", "Request", "Spider", "callback_name"]
+__all__ = [
+    "MAX_SITEMAP_DEPTH",
+    "SITEMAP_CALLBACK",
+    "Link",
+    "Page",
+    "Record",
+    "Request",
+    "Spider",
+    "callback_name",
+]
 
 #: The spider method that reads sitemaps (``Spider.sitemap_urls``).
 SITEMAP_CALLBACK = "_parse_sitemap"
+#: Sitemap indexes followed from a sitemap URL, one inside another, at most.
+MAX_SITEMAP_DEPTH = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,10 +286,16 @@ class Spider:
         sitemap = read_sitemap(page.body)
         entries = self.sitemap_filter(sitemap.entries)
         if sitemap.kind == "sitemapindex":
+            # Indexes of indexes are not in the protocol but happen; a chain of them ends
+            # at MAX_SITEMAP_DEPTH (an index that lists itself is a known URL already).
+            depth = int(page.meta.get("sitemap_depth", 0)) + 1
+            if depth > MAX_SITEMAP_DEPTH:
+                return
             follow = [re.compile(p) for p in self.sitemap_follow]
             for entry in entries:
                 if any(p.search(entry.loc) for p in follow):
-                    yield Request(entry.loc, callback=SITEMAP_CALLBACK)
+                    meta = {"sitemap_depth": depth}
+                    yield Request(entry.loc, callback=SITEMAP_CALLBACK, meta=meta)
             return
         rules = [(re.compile(p), callback) for p, callback in self.sitemap_rules]
         for entry in entries:
