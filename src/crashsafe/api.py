@@ -8,9 +8,10 @@ once the crawl is complete). Records are read back with ``open_store(db).iter_re
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 from crashsafe.crawl.engine import Crawler, CrawlResult
 from crashsafe.crawl.spider import Spider
@@ -18,6 +19,9 @@ from crashsafe.errors import ConfigError
 from crashsafe.store import open_store
 
 __all__ = ["crawl", "crawl_async"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 DEFAULT_DB = "sqlite:///crashsafe.db"
 
@@ -72,37 +76,32 @@ async def crawl_async(
         store.close()
 
 
-def crawl(
-    spider: Spider | type[Spider],
-    *,
-    db: str = DEFAULT_DB,
-    start_urls: Sequence[str] | None = None,
-    progress: bool = False,
-    handle_signals: bool | None = None,
-    **settings: Any,
-) -> CrawlResult:
-    """Run ``spider`` until nothing is left to crawl, and return how it ended.
+def _blocking(run: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """``run`` as a function that blocks until its coroutine is done (on uvloop where
+    installed); refused where an event loop runs already."""
 
-    The blocking form of :func:`crawl_async` (same arguments). In a running event loop
-    (Jupyter, an async server) use ``await crawl_async(...)`` instead.
-    """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        raise ConfigError(
-            "crashsafe.crawl() blocks, and an event loop is running here (a notebook?): "
-            "use `await crashsafe.crawl_async(...)` instead"
-        )
-    from crashsafe import aio
+    @functools.wraps(run)
+    def blocking(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise ConfigError(
+                "crashsafe.crawl() blocks, and an event loop is running here (a notebook?): "
+                "use `await crashsafe.crawl_async(...)` instead"
+            )
+        from crashsafe import aio
 
-    coro = crawl_async(
-        spider,
-        db=db,
-        start_urls=start_urls,
-        progress=progress,
-        handle_signals=handle_signals,
-        **settings,
-    )
-    return aio.run(coro)
+        return aio.run(run(*args, **kwargs))
+
+    return blocking
+
+
+crawl = _blocking(crawl_async)
+crawl.__name__ = crawl.__qualname__ = "crawl"
+crawl.__doc__ = """Run ``spider`` until nothing is left to crawl, and return how it ended.
+
+The blocking form of :func:`crawl_async`, with the same arguments. In a running event loop
+(Jupyter, an async server) use ``await crawl_async(...)`` instead.
+"""

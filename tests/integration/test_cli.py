@@ -10,6 +10,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from crashsafe import open_store
 from crashsafe.demo.shop import ShopThread
@@ -153,24 +154,28 @@ def test_the_readme_example_spider(shop: Callable[..., ShopThread], db_url: str)
     assert "example-shop: 12 pages done, 0 failed, 10 records" in result.stderr
 
 
-def test_a_spider_that_stores_nothing_exits_1_with_its_errors_grouped(
-    shop: Callable[..., ShopThread], db_url: str, tmp_path: Path
-) -> None:
-    spider = tmp_path / "dicts.py"
+def crawl_with_parse(tmp_path: Path, site: ShopThread, db_url: str, body: str) -> Any:
+    """Crawl the shop's listing with a spider whose product pages run ``body``."""
+    spider = tmp_path / "spider.py"
     spider.write_text(
         "from crashsafe import Spider\n"
-        "class Dicts(Spider):\n"
-        "    name = 'dicts'\n"
+        "class Odd(Spider):\n"
+        "    name = 'odd'\n"
         "    def parse(self, page):\n"
         "        if '/list/' in page.url:\n"
         "            yield from page.follow_all(css='a.product::attr(href)')\n"
         "        else:\n"
-        "            yield page.url  # a URL where a record should be\n"
-        "            yield 42\n"
+        f"            {body}\n"
     )
+    return run_cli("crawl", f"{spider}:Odd", "--db", db_url,
+                   "--start-url", f"{site.url}/list/0", "--no-progress")  # fmt: skip
+
+
+def test_a_spider_that_stores_nothing_exits_1_with_its_errors_grouped(
+    shop: Callable[..., ShopThread], db_url: str, tmp_path: Path
+) -> None:
     site = shop(listings=1, per_listing=5)
-    result = run_cli("crawl", f"{spider}:Dicts", "--db", db_url,
-                     "--start-url", f"{site.url}/list/0", "--no-progress")  # fmt: skip
+    result = crawl_with_parse(tmp_path, site, db_url, "yield 42  # not a record")
     assert result.returncode == 1, result.stderr
     assert "5 failed: parse yielded int" in result.stderr  # one line for the five pages
     assert "no record was stored" in result.stderr
@@ -182,17 +187,8 @@ def test_a_spider_that_stores_nothing_exits_1_with_its_errors_grouped(
 def test_a_dict_without_item_key_stops_the_crawl_in_one_line(
     shop: Callable[..., ShopThread], db_url: str, tmp_path: Path
 ) -> None:
-    spider = tmp_path / "dicts.py"
-    spider.write_text(
-        "from crashsafe import Spider\n"
-        "class Dicts(Spider):\n"
-        "    name = 'dicts'\n"
-        "    def parse(self, page):\n"
-        "        yield {'sku': page.url}  # a Scrapy habit, without item_key\n"
-    )
     site = shop(listings=1, per_listing=5)
-    result = run_cli("crawl", f"{spider}:Dicts", "--db", db_url,
-                     "--start-url", f"{site.url}/list/0", "--no-progress")  # fmt: skip
+    result = crawl_with_parse(tmp_path, site, db_url, "yield {'sku': page.url}  # no item_key")
     assert result.returncode == 1, result.stderr
     assert "set item_key = 'sku'" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1

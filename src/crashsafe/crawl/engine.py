@@ -24,10 +24,9 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from crashsafe.collector import rarer_gc
 from crashsafe.crawl.politeness import HostSlots
-from crashsafe.crawl.requests import BadRequest, Request, checked
 from crashsafe.crawl.robots import ROBOTS_MAX_REDIRECTS, Robots, RobotsStore
 from crashsafe.crawl.settings import CrawlSettings
-from crashsafe.crawl.spider import Spider
+from crashsafe.crawl.spider import Spider, start_requests_of
 from crashsafe.crawl.upkeep import Upkeep
 from crashsafe.errors import ConfigError, SpiderError, StoreError
 from crashsafe.interrupts import GracefulInterrupts
@@ -287,7 +286,7 @@ class Crawler:
         from crashsafe.crawl.allow import LinkFilter, host_and_port
         from crashsafe.crawl.sessions import CookieSync, SendBuilder
 
-        requests = self._start_requests()
+        requests = start_requests_of(self.spider, self.start_urls)
         links = LinkFilter(self.settings, [r.url for r in requests])
         starts = links.start_requests(requests)
         start_origins = [host_and_port(r.url.partition("#")[0]) for r in starts]
@@ -336,30 +335,6 @@ class Crawler:
             raise self._fatal
         stats = await self._call(self.store.stats, self.crawl)
         return CrawlResult(interrupted, time.monotonic() - started, stats)
-
-    def _start_requests(self) -> list[Request]:
-        """The requests a run starts from: ``start_urls`` given to the Crawler, or the
-        spider's ``start_requests()`` (by default a GET per ``start_urls`` entry)."""
-        if self.start_urls is not None:
-            return [Request(u) for u in self.start_urls]
-        name = f"{type(self.spider).__name__}.start_requests()"
-        try:
-            found = list(self.spider.start_requests() or ())
-        except Exception as exc:
-            raise SpiderError(f"{name} raised {type(exc).__name__}: {exc}") from exc
-        requests = []
-        for item in found:
-            if isinstance(item, str):
-                item = Request(item)
-            if not isinstance(item, Request):
-                raise ConfigError(
-                    f"{name} gave {type(item).__name__}: give Request(...) objects or URLs"
-                )
-            try:
-                requests.append(checked(item))
-            except BadRequest as exc:
-                raise ConfigError(f"{name} gave a request for {item.url!r}: {exc}") from None
-        return requests
 
     def _robots(
         self,

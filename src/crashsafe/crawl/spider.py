@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
@@ -20,10 +20,10 @@ from parsel import Selector, SelectorList
 from w3lib.encoding import html_to_unicode
 from w3lib.html import get_base_url
 
-from crashsafe.crawl.requests import Request, callback_name
+from crashsafe.crawl.requests import BadRequest, Request, callback_name, checked
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.sitemaps import SitemapEntry, read_sitemap, sitemaps_in_robots
-from crashsafe.errors import ConfigError
+from crashsafe.errors import ConfigError, SpiderError
 
 __all__ = [
     "MAX_SITEMAP_DEPTH",
@@ -325,3 +325,29 @@ class Spider:
         if isinstance(headers, Mapping):
             from_class["default_headers"] = tuple((str(k), str(v)) for k, v in headers.items())
         return CrawlSettings().replace(**from_class).replace(**overrides)
+
+
+def start_requests_of(spider: Spider, urls: Sequence[str] | None = None) -> list[Request]:
+    """The requests a run starts from: GETs of ``urls`` when given (``--start-url``),
+    else the spider's ``start_requests()``, each checked (a ConfigError names the one
+    that cannot be sent or stored)."""
+    if urls is not None:
+        return [Request(u) for u in urls]
+    name = f"{type(spider).__name__}.start_requests()"
+    try:
+        found = list(spider.start_requests() or ())
+    except Exception as exc:
+        raise SpiderError(f"{name} raised {type(exc).__name__}: {exc}") from exc
+    requests = []
+    for item in found:
+        if isinstance(item, str):
+            item = Request(item)
+        if not isinstance(item, Request):
+            raise ConfigError(
+                f"{name} gave {type(item).__name__}: give Request(...) objects or URLs"
+            )
+        try:
+            requests.append(checked(item))
+        except BadRequest as exc:
+            raise ConfigError(f"{name} gave a request for {item.url!r}: {exc}") from None
+    return requests
