@@ -1,0 +1,187 @@
+"""What the Scrapy scheduler and middlewares share: one crashsafe store, this worker's
+leases, and the commit of a response's output with its done mark.
+
+One per Scrapy crawler (``crawler.crashsafe_frontier``), opened by the scheduler when
+the spider opens. Calls to the store are synchronous, on Scrapy's reactor thread: a
+SQLite commit takes about a millisecond, a PostgreSQL one a round trip.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from itemadapter import ItemAdapter
+from scrapy import Request, Spider
+from scrapy.crawler import Crawler
+from scrapy.utils.misc import load_object
+from twisted.internet import task
+
+from crashsafe.contrib.scrapy.codec import LEASE_META, encode, frontier_key
+from crashsafe.errors import ConfigError
+from crashsafe.ids import record_id
+from crashsafe.store import STALE, Lease, NewUrl, PageOutcome, RecordRow, Store, open_store
+
+logger = logging.getLogger("crashsafe.scrapy")
+
+DEFAULT_DB = "sqlite:///crashsafe.db"
+
+
+def item_keyer(setting: Any) -> Callable[[Mapping[str, Any]], Any]:
+    """``CRASHSAFE_ITEM_KEY``: a field name, a function of the item (as a dict), or the
+    import path of one (``"myproject.keys:sku"``)."""
+    if setting is None:
+        raise ConfigError(
+            "CRASHSAFE_ITEM_KEY is not set: name the item field that identifies an item "
+            "(CRASHSAFE_ITEM_KEY = 'sku'), or a function of the item"
+        )
+    if isinstance(setting, str) and ":" not in setting and "." not in setting:
+        return lambda item: item.get(setting)
+    function = load_object(setting.replace(":", ".")) if isinstance(setting, str) else setting
+    if not callable(function):
+        raise ConfigError(f"CRASHSAFE_ITEM_KEY {setting!r} is not a field name or a function")
+    return function  # type: ignore[no-any-return]
+
+
+@dataclass(slots=True)
+class Pending:
+    """A response's outcome waiting for its items to come out of the item pipelines."""
+
+    outcome: PageOutcome
+    expected: int
+    seen: int = 0
+    records: list[RecordRow] = field(default_factory=list)
+
+
+class Frontier:
+    """One Scrapy process's view of the crawl's frontier (see the module docstring)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        settings = crawler.settings
+        self.db = settings.get("CRASHSAFE_DB") or os.environ.get("CRASHSAFE_DB") or DEFAULT_DB
+        self.crawl_name: str = settings.get("CRASHSAFE_CRAWL") or ""
+        self.lease_seconds = settings.getfloat("CRASHSAFE_LEASE_SECONDS", 60.0)
+        self.key = item_keyer(settings.get("CRASHSAFE_ITEM_KEY"))
+        self.fingerprint = crawler.request_fingerprinter.fingerprint
+        self.store: Store | None = None
+        self.owner = ""
+        self.spider: Spider | None = None
+        self.leases: dict[int, Lease] = {}  # grant id -> lease, for requests in flight
+        self.pending: dict[int, Pending] = {}  # grant id -> output waiting for pipelines
+        self._renewal: task.LoopingCall | None = None
+        #: called after a commit added requests (the scheduler then claims at once)
+        self.links_committed: Callable[[], None] = lambda: None
+
+    # -- life ------------------------------------------------------------------------------
+    def open(self, spider: Spider) -> None:
+        self.spider = spider
+        self.crawl_name = self.crawl_name or spider.name
+        self.store = open_store(self.db, create=True)
+        self.owner = self.store.register_worker(self.crawl_name, pid=os.getpid())
+        self.store.reclaim_dead_workers(self.crawl_name)
+        self._renewal = task.LoopingCall(self._renew)
+        self._renewal.start(self.lease_seconds / 3, now=False)
+
+    def close(self) -> None:
+        if self._renewal is not None and self._renewal.running:
+            self._renewal.stop()
+        if self.store is not None:
+            if self.leases:  # in flight when the spider closed: fetched, maybe
+                self.store.release(self.crawl_name, [(x, True) for x in self.leases.values()])
+                self.leases.clear()
+            self.store.close()
+            self.store = None
+
+    @property
+    def open_store(self) -> Store:
+        if self.store is None:
+            raise ConfigError("the crashsafe frontier is not open: set SCHEDULER too")
+        return self.store
+
+    def _renew(self) -> None:
+        if self.store is None or not self.leases:
+            return
+        try:
+            lost = self.store.renew(self.crawl_name, list(self.leases.values()), self.lease_seconds)
+        except Exception as exc:  # the commits will tell
+            logger.warning("renewing leases failed (%s); trying again", exc)
+            return
+        for lease in lost:  # paused past the lease: its commit will be refused
+            logger.warning(
+                "lease of %s lost (paused past it?); its output will be refused", lease.url
+            )
+
+    # -- requests --------------------------------------------------------------------------
+    def new_urls(self, requests: Iterable[Request], *, parent: str, depth: int) -> list[NewUrl]:
+        """``requests`` as frontier rows (keyed and stored as the codec says)."""
+        assert self.spider is not None
+        rows, unfiltered = [], 0
+        for request in requests:
+            if request.dont_filter:
+                unfiltered += 1
+            key = frontier_key(
+                request, self.fingerprint(request), parent=parent, ordinal=unfiltered
+            )
+            rows.append(NewUrl(key, depth, None, request.priority, encode(request, self.spider)))
+        return rows
+
+    def lease_of(self, request: Request) -> Lease | None:
+        token = request.meta.get(LEASE_META)
+        return None if token is None else self.leases.get(token)
+
+    # -- outcomes --------------------------------------------------------------------------
+    def record(self, item: Any, url: str) -> RecordRow:
+        data = ItemAdapter(item).asdict()
+        key = self.key(data)
+        if key is None or key == "" or not isinstance(key, str | int) or isinstance(key, bool):
+            raise ConfigError(
+                f"an item's key (CRASHSAFE_ITEM_KEY) is {key!r}: it must be a non-empty "
+                f"string or an integer (item: {str(data)[:200]})"
+            )
+        source = self.crawl_name
+        return RecordRow.build(
+            id=record_id(source, str(key)), source=source, key=str(key), url=url, data=data
+        )
+
+    def item_done(self, item: Any, response: Any, *, keep: bool) -> None:
+        """One item of a pending response came out of the pipelines (``keep``: stored)."""
+        request = getattr(response, "request", None)
+        token = None if request is None else request.meta.get(LEASE_META)
+        pending = self.pending.get(token) if token is not None else None
+        if pending is None or token is None:
+            return
+        pending.seen += 1
+        if keep:
+            try:
+                pending.records.append(self.record(item, response.url))
+            except (ConfigError, TypeError, ValueError) as exc:
+                pending.outcome = replace(pending.outcome, kind="failed", error=str(exc), links=())
+                logger.error("%s: %s", response.url, exc)
+        if pending.seen >= pending.expected:
+            self.settle(token)
+
+    def settle(self, token: int) -> None:
+        """Commit the pending outcome of grant ``token``, with its records."""
+        pending = self.pending.pop(token)
+        outcome = pending.outcome
+        if outcome.kind == "done":
+            outcome = replace(outcome, records=pending.records)
+        self.commit(outcome)
+
+    def commit(self, outcome: PageOutcome) -> bool:
+        """Commit ``outcome``; False if it was refused (its lease is another's now)."""
+        self.leases.pop(outcome.lease.grant_id, None)
+        [error] = self.open_store.commit_pages(self.crawl_name, [outcome])
+        if error == STALE:
+            logger.warning("%s: %s", outcome.lease.url, error)
+            return False
+        if error is not None:  # the page's own rows could not be stored
+            failed = PageOutcome(outcome.lease, "failed", outcome.http_status, error)
+            self.open_store.commit_pages(self.crawl_name, [failed])
+            logger.error("%s", error)
+            return False
+        return True

@@ -1,0 +1,123 @@
+"""A Scrapy scheduler whose queue is the crashsafe store.
+
+- Requests that start the crawl (``start_urls``, ``start()``/``start_requests()``) are
+  added to the store, keyed by Scrapy's fingerprint, so adding them on every run adds
+  them once.
+- ``next_request`` leases due requests from the store in batches (expiring leases, a
+  liveness lock, fencing, the store's retry and backoff rules) and rebuilds them with
+  Scrapy's ``request_from_dict``; each carries its lease in ``meta``.
+- A request Scrapy makes from a leased one (a retry by RetryMiddleware, a redirect) comes
+  back here with that lease and is sent under it: it stays the same frontier row.
+- Requests that callbacks yield never come here: the spider middleware commits them with
+  the response's items and done mark, in one transaction.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from scrapy import Request, Spider
+from scrapy.core.scheduler import BaseScheduler
+from scrapy.crawler import Crawler
+
+from crashsafe.contrib.scrapy.codec import LEASE_META, decode
+from crashsafe.contrib.scrapy.frontier import Frontier, logger
+from crashsafe.store import Lease, PageOutcome
+
+DUE_CHECK_EVERY = 0.5  # seconds between looks at the store while nothing is leased here
+EMPTY_PAUSE = 0.2  # seconds before leasing again after a claim found nothing due
+
+
+class CrashsafeScheduler(BaseScheduler):
+    """``SCHEDULER = "crashsafe.contrib.scrapy.CrashsafeScheduler"``."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.frontier = Frontier(crawler)
+        crawler.crashsafe_frontier = self.frontier  # type: ignore[attr-defined]
+        self.frontier.links_committed = self.more_due
+        self.batch = max(1, crawler.settings.getint("CONCURRENT_REQUESTS", 16))
+        self._ready: deque[Lease] = deque()  # leased, not yet handed to Scrapy
+        self._local: deque[Request] = deque()  # retries and redirects of leased requests
+        self._starts = 0
+        self._open_until = 0.0  # due() said open work remains, until then
+        self._empty_until = 0.0  # the last claim found nothing due: not before then
+        self.spider: Spider | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> CrashsafeScheduler:
+        return cls(crawler)
+
+    def open(self, spider: Spider) -> None:
+        self.spider = spider
+        self.frontier.open(spider)
+
+    def close(self, reason: str) -> None:
+        if self._ready and self.frontier.store is not None:  # leased, never sent
+            self.frontier.store.release(self.frontier.crawl_name, [(x, False) for x in self._ready])
+            self._ready.clear()
+        self.frontier.close()
+
+    def enqueue_request(self, request: Request) -> bool:
+        if LEASE_META in request.meta:  # a retry or redirect of a leased request
+            self._local.append(request)
+            return True
+        self._starts += 1
+        [row] = self.frontier.new_urls([request], parent="start", depth=0)
+        self.frontier.open_store.enqueue(self.frontier.crawl_name, [row])
+        self._open_until = self._empty_until = 0.0  # look again
+        return True
+
+    def more_due(self) -> None:
+        """Requests were committed: the next ``next_request`` claims at once."""
+        self._empty_until = 0.0
+
+    def next_request(self) -> Request | None:
+        if self._local:
+            return self._local.popleft()
+        if not self._ready and time.monotonic() >= self._empty_until:
+            store = self.frontier.open_store
+            leases = store.lease(
+                self.frontier.crawl_name, self.frontier.owner, self.batch,
+                self.frontier.lease_seconds,
+            )  # fmt: skip
+            if not leases:
+                self._empty_until = time.monotonic() + EMPTY_PAUSE
+            self._ready.extend(leases)
+        while self._ready:
+            lease = self._ready.popleft()
+            try:
+                request = self._rebuild(lease)
+            except Exception as exc:  # a stored request Scrapy cannot rebuild
+                self.frontier.open_store.commit_pages(
+                    self.frontier.crawl_name,
+                    [_failed(lease, f"cannot rebuild the stored request: {exc!r}")],
+                )
+                logger.error("%s: cannot rebuild the stored request: %r", lease.url, exc)
+                continue
+            self.frontier.leases[lease.grant_id] = lease
+            return request
+        return None
+
+    def _rebuild(self, lease: Lease) -> Request:
+        assert self.spider is not None and lease.request is not None
+        request = decode(lease.request, self.spider)
+        request.meta[LEASE_META] = lease.grant_id
+        return request
+
+    def has_pending_requests(self) -> bool:
+        if self._local or self._ready:
+            return True
+        if time.monotonic() < self._open_until:
+            return True
+        due = self.frontier.open_store.due(self.frontier.crawl_name)
+        if due.open:
+            self._open_until = time.monotonic() + DUE_CHECK_EVERY
+            if not self.frontier.leases:  # a dead worker's leases: take them back
+                self.frontier.open_store.reclaim_dead_workers(self.frontier.crawl_name)
+        return due.open
+
+
+def _failed(lease: Lease, error: str) -> PageOutcome:
+    return PageOutcome(lease, "failed", error=error)

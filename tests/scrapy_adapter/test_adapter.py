@@ -1,0 +1,114 @@
+"""The Scrapy adapter: an unmodified Scrapy spider (shop_spider.py), run by `scrapy
+runspider` with and without crashsafe's settings, on the demo shop."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crashsafe.demo.shop import ShopThread
+from tests.helpers import cli_env, get_json, reaped, run_cli, wait_for
+
+if os.environ.get("CI") != "true":  # in CI the adapter is tested, never skipped
+    pytest.importorskip("scrapy", reason="the Scrapy adapter needs crashsafe[scrapy]")
+
+SPIDER = str(Path(__file__).with_name("shop_spider.py"))
+ADAPTER = [
+    "-s", "SCHEDULER=crashsafe.contrib.scrapy.CrashsafeScheduler",
+    "-s", 'SPIDER_MIDDLEWARES={"crashsafe.contrib.scrapy.CrashsafeSpiderMiddleware": 60}',
+    "-s", 'DOWNLOADER_MIDDLEWARES={"crashsafe.contrib.scrapy.CrashsafeDownloaderMiddleware": 10}',
+    "-s", "CRASHSAFE_ITEM_KEY=sku",
+]  # fmt: skip
+
+
+def scrapy_cmd(site: ShopThread, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "scrapy", "runspider", SPIDER,
+            "-a", f"start={site.url}/list/0", "-s", "LOG_LEVEL=WARNING", *extra]  # fmt: skip
+
+
+def env(log: Path) -> dict[str, str]:
+    return {**cli_env(), "PIPELINE_LOG": str(log)}
+
+
+def run(cmd: list[str], log: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, env=env(log), text=True, capture_output=True, timeout=180)
+
+
+def pipeline_items(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def stored(db_url: str) -> dict[str, Any]:
+    out = run_cli("export", "--db", db_url).stdout
+    return {r["key"]: r["data"] for r in map(json.loads, out.splitlines())}
+
+
+def truth(site: ShopThread) -> dict[str, dict[str, str]]:
+    return {k: {"name": v["name"], "price": v["price"]}
+            for k, v in get_json(f"{site.url}/catalogue").items()}  # fmt: skip
+
+
+def test_the_same_items_with_and_without_the_adapter(
+    shop: Callable[..., ShopThread], db_url: str, tmp_path: Path
+) -> None:
+    site = shop(listings=4, per_listing=5, error_rate=0.2)
+    plain = run(scrapy_cmd(site), tmp_path / "plain.jsonl")
+    assert plain.returncode == 0, plain.stderr
+    adapted = run(scrapy_cmd(site, *ADAPTER, "-s", f"CRASHSAFE_DB={db_url}"), tmp_path / "a.jsonl")
+    assert adapted.returncode == 0, adapted.stderr
+    by_sku = {i["sku"]: i for i in pipeline_items(tmp_path / "plain.jsonl")}
+    assert len(by_sku) == 20
+    assert stored(db_url) == by_sku  # meta and cb_kwargs came through the store too
+    assert {i["sku"]: i for i in pipeline_items(tmp_path / "a.jsonl")} == by_sku
+    assert {k: {"name": v["name"], "price": v["price"]} for k, v in by_sku.items()} == truth(site)
+    # Run again: the crawl is complete, nothing is fetched or stored again.
+    before = get_json(f"{site.url}/stats")["requests"]
+    again = run(scrapy_cmd(site, *ADAPTER, "-s", f"CRASHSAFE_DB={db_url}"), tmp_path / "b.jsonl")
+    assert again.returncode == 0, again.stderr
+    assert get_json(f"{site.url}/stats")["requests"] == before
+    assert pipeline_items(tmp_path / "b.jsonl") == []
+
+
+@pytest.mark.slow
+def test_ten_sigkills_then_exactly_one_record_per_item(
+    shop: Callable[..., ShopThread], db_url: str, tmp_path: Path
+) -> None:
+    site = shop(listings=10, per_listing=20, latency_ms=10, error_rate=0.1)
+    cmd = scrapy_cmd(site, *ADAPTER, "-s", f"CRASHSAFE_DB={db_url}")
+    log = tmp_path / "pipeline.jsonl"
+    rng = random.Random(20261202)
+    kills = 0
+    for _ in range(10):
+        before = get_json(f"{site.url}/stats")["requests"]
+        wanted = before + rng.randint(2, 25)  # killed after the n-th request of this run
+        proc = subprocess.Popen(cmd, env=env(log), text=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        with reaped(proc):
+            wait_for(lambda w=wanted, p=proc: get_json(f"{site.url}/stats")["requests"] >= w
+                     or p.poll() is not None, timeout=120)  # fmt: skip
+            proc.send_signal(signal.SIGKILL)
+            code = proc.wait()
+        if code != -signal.SIGKILL:
+            break  # it finished first
+        kills += 1
+    final = run(cmd, log)
+    assert final.returncode == 0, final.stderr
+    assert {k: {"name": v["name"], "price": v["price"]} for k, v in stored(db_url).items()} == (
+        truth(site)
+    )
+    [row] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
+    assert (row["failed"], row["pending"], row["leased"], row["records"]) == (0, 0, 0, 200)
+    # Pipelines see every item at least once; the store holds each exactly once.
+    assert {i["sku"] for i in pipeline_items(log)} == set(truth(site))
+    print(f"{kills} kills landed; server requests {get_json(f'{site.url}/stats')}",
+          file=sys.stderr)  # fmt: skip
+    assert kills >= 1 or os.environ.get("CI") != "true"
