@@ -26,10 +26,11 @@ from crashsafe.batch.items import read_items
 from crashsafe.batch.testserver import label_for
 from crashsafe.demo.process import ServiceProcess
 from crashsafe.errors import CrashsafeError
-from crashsafe.killtest.runner import Calibration, kill_schedule, stop_process
+from crashsafe.killtest.runner import request_schedule, stop_process
 
 LABELS = ["positive", "negative", "neutral"]
 BATCH_SIZE = 10
+CALLS = 20  # an uninterrupted job's calls: 200 reviews, BATCH_SIZE per call
 SPREAD = 3.0  # kills span SPREAD x 0.6 uninterrupted jobs (0.6: mean of the default window)
 
 
@@ -106,10 +107,12 @@ def _stored(job: str, workdir: Path) -> list[tuple[str, str]]:
     return rows
 
 
-def _wait_first_call(server: LLMServerProcess, proc: subprocess.Popen[bytes], before: int) -> bool:
+def _wait_calls(server: LLMServerProcess, proc: subprocess.Popen[bytes], target: int) -> bool:
+    """Wait until the server has seen ``target`` calls in all; False if the job ended
+    first (or made no call in 60 s)."""
     deadline = time.monotonic() + 60
     while proc.poll() is None and time.monotonic() < deadline:
-        if server.stats()["requests"] > before:
+        if server.stats()["requests"] >= target:
             return True
         time.sleep(0.01)
     return False
@@ -119,28 +122,25 @@ def run_job(
     job: str,
     server: LLMServerProcess,
     workdir: Path,
-    delays: list[float],
+    kill_after: list[int],
     options: BatchKillOptions,
 ) -> BatchOutcome:
+    """Run ``job`` killed after ``kill_after[k]`` of its own calls in its k-th start (a
+    call in flight then: the server takes ``latency_ms`` to answer), then to the end."""
     workdir.mkdir(parents=True, exist_ok=True)
     server.reset()
     cmd = _commands(job, workdir, server.base_url, options.concurrency)
     outcome = BatchOutcome(job)
     started = time.monotonic()
-    for delay in delays:
+    for calls in kill_after:
         before = server.stats()["requests"]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if not _wait_first_call(server, proc, before):
-            proc.kill()
+        if not _wait_calls(server, proc, before + calls):
+            proc.kill()  # it finished first (or hung): the remaining kills are moot
             proc.wait()
             break
-        try:
-            proc.wait(delay)
-        except subprocess.TimeoutExpired:
-            stop_process(proc, options.sig)
-            outcome.kills_landed += 1
-        else:
-            break
+        stop_process(proc, options.sig)
+        outcome.kills_landed += 1
     final = subprocess.run(cmd, capture_output=True, timeout=900)
     outcome.final_exit = final.returncode
     outcome.seconds = time.monotonic() - started
@@ -183,7 +183,7 @@ def calibrate(server: LLMServerProcess, workdir: Path, options: BatchKillOptions
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    if not _wait_first_call(server, proc, 0):
+    if not _wait_calls(server, proc, 1):
         raise CrashsafeError("calibration: the batch job made no call")
     first = time.monotonic()
     _, err = proc.communicate(timeout=900)
@@ -204,22 +204,22 @@ def run_batch_killtest(
         with LLMServerProcess(options.latency_ms) as server:
             crawl = calibrate(server, root / "calibration", options)
             on_progress(f"calibration: crashsafe classifies 200 reviews in {crawl:.2f} s")
-            # A call lasts a good share of the whole job here (5 rounds of calls), so kills
-            # are spaced wider than in the crawl test: together they span about twice an
-            # uninterrupted job, every run makes progress between them, and the last ones
-            # may find the job already done (the table counts those that landed).
-            spread = Calibration(startup=0.0, crawl=SPREAD * crawl)
+            # Kills follow the job's own calls, not seconds (timed kills found the job
+            # done on a busy machine, and proved nothing): the k-th start is killed after a
+            # seeded number of its calls, a call then in flight. A kill loses the calls in
+            # flight, so kills are spread over SPREAD uninterrupted jobs' worth of calls;
+            # the last ones may find the job done (the table counts those that landed).
             for run in range(options.runs):
-                [delays] = kill_schedule(
+                [kill_after] = request_schedule(
                     kills=options.kills,
                     workers=1,
                     window=options.kill_window,
-                    calibration=spread,
+                    pages=round(SPREAD * CALLS),
                     seed=options.seed * 1000 + run,
                 )
                 outcomes = {}
                 for job in ("naive", "crashsafe"):
-                    out = run_job(job, server, root / f"run{run + 1}-{job}", delays, options)
+                    out = run_job(job, server, root / f"run{run + 1}-{job}", kill_after, options)
                     outcomes[job] = out
                     on_progress(
                         f"run {run + 1}/{options.runs} {job}: {out.rows} stored, "

@@ -30,20 +30,6 @@ class Calibration:
     crawl: float
 
 
-def kill_schedule(
-    *, kills: int, workers: int, window: tuple[float, float], calibration: Calibration, seed: int
-) -> list[list[float]]:
-    """Seconds after a process's first request at which to kill it, per worker.
-
-    Kill k lands ``u * crawl / kills`` seconds into a (re)started crawl, ``u`` uniform in
-    ``window``: with the default window the kills together cover about 60 % of an
-    uninterrupted crawl, so they land mid-crawl and the last run still has work.
-    """
-    rng = random.Random(seed)
-    step = calibration.crawl / kills if kills else 0.0
-    return [[rng.uniform(*window) * step for _ in range(kills)] for _ in range(workers)]
-
-
 def request_schedule(
     *, kills: int, workers: int, window: tuple[float, float], pages: int, seed: int
 ) -> list[list[int]]:
