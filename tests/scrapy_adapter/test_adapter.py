@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from crashsafe.demo.shop import ShopThread
+from crashsafe.store import open_store
 from tests.helpers import cli_env, get_json, reaped, run_cli, wait_for
 
 if os.environ.get("CI") != "true":  # in CI the adapter is tested, never skipped
@@ -112,3 +113,43 @@ def test_ten_sigkills_then_exactly_one_record_per_item(
     print(f"{kills} kills landed; server requests {get_json(f'{site.url}/stats')}",
           file=sys.stderr)  # fmt: skip
     assert kills >= 1 or os.environ.get("CI") != "true"
+
+
+def test_what_never_reaches_a_callback_is_recorded(db_url: str, tmp_path: Path) -> None:
+    from aiohttp import web
+
+    from crashsafe.demo.server import AppThread
+
+    async def page(request: web.Request) -> web.Response:
+        status = {"/missing": 404, "/broken": 500}.get(request.path, 200)
+        return web.Response(text="<p>x</p>", status=status, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", page)
+    with AppThread(app) as site:
+        dead = f"http://127.0.0.1:{free_port()}/"
+        spider = str(Path(__file__).with_name("odd_spider.py"))
+        cmd = [sys.executable, "-m", "scrapy", "runspider", spider, "-a", f"start={site.url}/",
+               "-a", f"dead={dead}", "-s", "LOG_LEVEL=ERROR", *ADAPTER,
+               "-s", f"CRASHSAFE_DB={db_url}"]  # fmt: skip
+        done = run(cmd, tmp_path / "p.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert "the spider's own bug" in done.stderr  # logged, as Scrapy would
+    assert list(stored(db_url)) == ["fine"]
+    store = open_store(db_url, create=False, readonly=True)
+    errors = {f.url.split("#")[0]: f.error or "" for f in store.failed()}
+    store.close()
+    assert "ValueError: the spider's own bug" in errors[f"{site.url}/raises"]
+    assert errors[f"{site.url}/broken"] == "HTTP 500"
+    assert "ConnectionRefusedError" in errors[dead] or "refused" in errors[dead].lower()
+    [row] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
+    # start, /missing (404: done), /fine, offsite (ignored: done without a fetch)
+    assert (row["done"], row["failed"], row["pending"], row["leased"]) == (4, 3, 0, 0)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

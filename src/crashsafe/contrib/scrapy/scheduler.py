@@ -40,7 +40,6 @@ class CrashsafeScheduler(BaseScheduler):
         self.batch = max(1, crawler.settings.getint("CONCURRENT_REQUESTS", 16))
         self._ready: deque[Lease] = deque()  # leased, not yet handed to Scrapy
         self._local: deque[Request] = deque()  # retries and redirects of leased requests
-        self._starts = 0
         self._open_until = 0.0  # due() said open work remains, until then
         self._empty_until = 0.0  # the last claim found nothing due: not before then
         self.spider: Spider | None = None
@@ -63,7 +62,6 @@ class CrashsafeScheduler(BaseScheduler):
         if LEASE_META in request.meta:  # a retry or redirect of a leased request
             self._local.append(request)
             return True
-        self._starts += 1
         [row] = self.frontier.new_urls([request], parent="start", depth=0)
         self.frontier.open_store.enqueue(self.frontier.crawl_name, [row])
         self._open_until = self._empty_until = 0.0  # look again
