@@ -8,7 +8,8 @@
 
 For each latency, the demo shop runs in its own process and every contender crawls it
 from scratch as a subprocess, ``--repeat`` times, interleaved: crashsafe (fsync'd SQLite
-commits), Scrapy without and with JOBDIR (its resumable mode), Crawlee for Python
+commits), Scrapy without and with JOBDIR (its resumable mode) and under crashsafe's Scrapy
+adapter (crashsafe.contrib.scrapy), Crawlee for Python
 (ParselCrawler, persistent storage), and the ceiling: a minimal loop over the URLs known
 up front (aiohttp + parsel + grouped SQLite commits), i.e. the work without a crawler.
 ``--also-concurrency`` runs crashsafe and the ceiling once more at that concurrency.
@@ -68,6 +69,9 @@ def contenders(
                    str(tmp / "scrapy.jsonl")],
         "scrapy JOBDIR": [PY, str(peers / "scrapy_shop.py"), f"{base}/list/0", str(c),
                           str(tmp / "scrapy-job.jsonl"), str(tmp / "jobdir")],
+        "scrapy + crashsafe adapter": [PY, str(peers / "scrapy_shop.py"), f"{base}/list/0",
+                                       str(c), str(tmp / "scrapy-cs.jsonl"),
+                                       f"--crashsafe=sqlite:///{tmp / 'scrapy-cs.db'}"],
         "crawlee": [PY, str(peers / "crawlee_shop.py"), f"{base}/list/0", str(c),
                     str(tmp / "crawlee-storage")],
         f"ceiling c={c}": [PY, str(peers / "ceiling.py"), base, str(listings), "20",

@@ -1,6 +1,10 @@
 """Scrapy crawling the demo shop, as a Scrapy user would write it (peer for peers.py).
 
-python benchmarks/peers/scrapy_shop.py START_URL CONCURRENCY OUT.jsonl [JOBDIR]
+python benchmarks/peers/scrapy_shop.py START_URL CONCURRENCY OUT.jsonl [JOBDIR | --crashsafe=DB]
+
+With ``--crashsafe=DB`` the spider runs unmodified under crashsafe's Scrapy adapter
+(crashsafe.contrib.scrapy: the store as its scheduler's queue, one transaction per
+response), keyed by ``sku``.
 """
 
 import sys
@@ -37,7 +41,13 @@ def main() -> None:
         "TELNETCONSOLE_ENABLED": False,
         "FEEDS": {out: {"format": "jsonlines"}},
     }
-    if len(sys.argv) > 4:
+    if len(sys.argv) > 4 and sys.argv[4].startswith("--crashsafe="):
+        from crashsafe.contrib.scrapy import SETTINGS
+
+        settings.update(SETTINGS)
+        settings["CRASHSAFE_DB"] = sys.argv[4].removeprefix("--crashsafe=")
+        settings["CRASHSAFE_ITEM_KEY"] = "sku"
+    elif len(sys.argv) > 4:
         settings["JOBDIR"] = sys.argv[4]
     process = CrawlerProcess(settings)
     process.crawl(ShopSpider, start=start)
