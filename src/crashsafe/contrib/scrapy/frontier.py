@@ -2,17 +2,22 @@
 leases, and the commit of a response's output with its done mark.
 
 One per Scrapy crawler (``crawler.crashsafe_frontier``), opened by the scheduler when
-the spider opens. Calls to the store are synchronous, on Scrapy's reactor thread: a
-SQLite commit takes about a millisecond, a PostgreSQL one a round trip.
+the spider opens. Commits run on a thread of their own, so the reactor never waits for a
+disk's fsync: responses that settle while one commit runs go into the next, together
+(group commit), each whole. The scheduler's few calls (a claim per batch, start
+requests) are made on the reactor thread; a lock keeps the two from using the store's
+connection at once.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from itemadapter import ItemAdapter
 from scrapy import Request, Spider
@@ -75,20 +80,37 @@ class Frontier:
         self._renewal: task.LoopingCall | None = None
         #: called after a commit added requests (the scheduler then claims at once)
         self.links_committed: Callable[[], None] = lambda: None
+        #: how many URLs a group commit may lease for the scheduler, and where they go:
+        #: refilled in the commit's own transaction, the reactor need not claim itself
+        self.refill_limit: Callable[[], int] = lambda: 0
+        self.leased: Callable[[list[Lease]], None] = lambda leases: None
+        self._lock = threading.Lock()  # one user of the store's connection at a time
+        self._queue: list[PageOutcome] = []  # settled, waiting for the committer thread
+        self._committer: concurrent.futures.ThreadPoolExecutor | None = None
+        self._committing = False
+        self._closing = False
 
     # -- life ------------------------------------------------------------------------------
     def open(self, spider: Spider) -> None:
         self.spider = spider
         self.crawl_name = self.crawl_name or spider.name
-        self.store = open_store(self.db, create=True)
+        self.store = cast(Store, _Locked(open_store(self.db, create=True), self._lock))
+        self._committer = concurrent.futures.ThreadPoolExecutor(1, "crashsafe-commit")
         self.owner = self.store.register_worker(self.crawl_name, pid=os.getpid())
         self.store.reclaim_dead_workers(self.crawl_name)
         self._renewal = task.LoopingCall(self._renew)
         self._renewal.start(self.lease_seconds / 3, now=False)
 
     def close(self) -> None:
+        self._closing = True
         if self._renewal is not None and self._renewal.running:
             self._renewal.stop()
+        if self._committer is not None:  # every settled response committed first
+            self._committer.shutdown(wait=True)
+            self._committer = None
+            if self._queue and self.store is not None:
+                self._commit_now(self._queue)
+                self._queue = []
         if self.store is not None:
             if self.leases:  # in flight when the spider closed: fetched, maybe
                 self.store.release(self.crawl_name, [(x, True) for x in self.leases.values()])
@@ -172,16 +194,77 @@ class Frontier:
             outcome = replace(outcome, records=pending.records)
         self.commit(outcome)
 
-    def commit(self, outcome: PageOutcome) -> bool:
-        """Commit ``outcome``; False if it was refused (its lease is another's now)."""
+    def commit(self, outcome: PageOutcome) -> None:
+        """Commit ``outcome`` soon, on the committer thread, with whatever else settled
+        meanwhile (each outcome whole)."""
         self.leases.pop(outcome.lease.grant_id, None)
-        [error] = self.open_store.commit_pages(self.crawl_name, [outcome])
-        if error == STALE:
-            logger.warning("%s: %s", outcome.lease.url, error)
-            return False
-        if error is not None:  # the page's own rows could not be stored
-            failed = PageOutcome(outcome.lease, "failed", outcome.http_status, error)
-            self.open_store.commit_pages(self.crawl_name, [failed])
-            logger.error("%s", error)
-            return False
-        return True
+        self._queue.append(outcome)
+        if not self._committing and self._committer is not None:
+            self._submit()
+
+    def _submit(self) -> None:
+        assert self._committer is not None
+        self._committing = True
+        batch, self._queue = self._queue, []
+        self._committer.submit(self._commit_thread, batch, self.refill_limit())
+
+    def _commit_thread(self, batch: list[PageOutcome], limit: int) -> None:
+        # (imported here: the reactor is Scrapy's to install, before this runs)
+        from twisted.internet import reactor
+
+        leases: list[Lease] = []
+        try:
+            _, leases = self._commit_now(batch, limit)
+            if leases and self._closing:  # the spider is closing: give them back unfetched
+                self.open_store.release(self.crawl_name, [(x, False) for x in leases])
+                leases = []
+        except Exception as exc:  # the store refused the whole group: leases will lapse
+            logger.error("committing %d response(s) failed: %s", len(batch), exc)
+        reactor.callFromThread(self._committed, batch, leases)
+
+    def _commit_now(
+        self, batch: list[PageOutcome], limit: int = 0
+    ) -> tuple[list[str | None], list[Lease]]:
+        errors, leases = self.open_store.commit_and_lease(
+            self.crawl_name, batch, owner=self.owner, limit=limit,
+            lease_seconds=self.lease_seconds,
+        )  # fmt: skip
+        for outcome, error in zip(batch, errors, strict=True):
+            if error == STALE:
+                logger.warning("%s: %s", outcome.lease.url, error)
+            elif error is not None:  # the page's own rows could not be stored
+                failed = PageOutcome(outcome.lease, "failed", outcome.http_status, error)
+                self.open_store.commit_pages(self.crawl_name, [failed])
+                logger.error("%s", error)
+        return errors, leases
+
+    def _committed(self, batch: list[PageOutcome], leases: list[Lease]) -> None:
+        """On the reactor thread, after a group commit: hand its leases to the scheduler,
+        start the next group, if any."""
+        self._committing = False
+        if leases:
+            if self.store is None:  # closed meanwhile: give them back
+                return
+            self.leased(leases)
+        elif any(o.links for o in batch):
+            self.links_committed()
+        if self._queue and self._committer is not None:
+            self._submit()
+
+
+class _Locked:
+    """A store whose methods take ``lock`` (the committer thread uses it too)."""
+
+    def __init__(self, store: Store, lock: threading.Lock) -> None:
+        self._store, self._lock = store, lock
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._store, name)
+        if not callable(attribute):
+            return attribute
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attribute(*args, **kwargs)
+
+        return locked

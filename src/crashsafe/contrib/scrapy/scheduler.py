@@ -37,6 +37,8 @@ class CrashsafeScheduler(BaseScheduler):
         self.frontier = Frontier(crawler)
         crawler.crashsafe_frontier = self.frontier  # type: ignore[attr-defined]
         self.frontier.links_committed = self.more_due
+        self.frontier.refill_limit = self._refill_limit
+        self.frontier.leased = self._take
         self.batch = max(1, crawler.settings.getint("CONCURRENT_REQUESTS", 16))
         self._ready: deque[Lease] = deque()  # leased, not yet handed to Scrapy
         self._local: deque[Request] = deque()  # retries and redirects of leased requests
@@ -67,9 +69,24 @@ class CrashsafeScheduler(BaseScheduler):
         self._open_until = self._empty_until = 0.0  # look again
         return True
 
+    def _refill_limit(self) -> int:
+        """URLs a group commit may lease: up to a batch ready beside those in flight."""
+        return max(0, self.batch - len(self._ready))
+
+    def _take(self, leases: list[Lease]) -> None:
+        self._ready.extend(leases)
+        self.more_due()
+
     def more_due(self) -> None:
-        """Requests were committed: the next ``next_request`` claims at once."""
+        """Requests were committed: claim at once, and wake the engine, which stops
+        asking after a ``None`` until a download ends or its 5 s heartbeat (the commit
+        ran on another thread meanwhile). The wake-up is Scrapy's own ``nextcall``, a
+        private name: without it, the heartbeat still comes."""
         self._empty_until = 0.0
+        slot = getattr(getattr(self.crawler, "engine", None), "_slot", None)
+        nextcall = getattr(slot, "nextcall", None)
+        if nextcall is not None:
+            nextcall.schedule()
 
     def next_request(self) -> Request | None:
         if self._local:
