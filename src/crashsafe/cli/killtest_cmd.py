@@ -35,8 +35,8 @@ def parse_window(text: str) -> tuple[float, float]:
     default="0.2:1.0",
     show_default=True,
     help="Crawl: kill k lands after u·P/(workers·kills) requests of the restarted process "
-    "(P: the shop's pages); batch: u·T/kills seconds into it (T: an uninterrupted run); "
-    "u uniform in A:B.",
+    "(P: the shop's pages); batch: after u·60/kills calls of the restarted job (an "
+    "uninterrupted job makes 20); u uniform in A:B.",
 )
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1))
