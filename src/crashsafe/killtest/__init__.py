@@ -103,9 +103,17 @@ def run_killtest(
     on_progress: Callable[[str], None] = lambda _msg: None,
 ) -> KillTestResult:
     """Run the whole experiment; ``on_progress`` receives one line per step."""
+    # A lease lost with its worker counts an attempt (it may have fetched: a page that
+    # kills its worker every time must end in the dead letter). Here the kills are the
+    # experiment's, not the pages', and a URL in flight at many of them would be sent to
+    # the dead letter by them alone (seen: 5 attempts spent on one product, 1 run in 7
+    # with 4 workers x 10 kills). Each landed kill charges a URL once at most, so this
+    # budget cannot be spent by kills and the shop's failing first requests together.
+    attempts = options.kills * options.workers + options.shop.error_attempts + 1
     crashsafe = CrashsafeScraper(
-        concurrency=options.concurrency, lease_ahead=options.lease_ahead, db=options.db
-    )
+        concurrency=options.concurrency, lease_ahead=options.lease_ahead, db=options.db,
+        max_attempts=max(5, attempts),
+    )  # fmt: skip
     scrapers = [NaiveScraper(), crashsafe]
     with tempfile.TemporaryDirectory(prefix="crashsafe-killtest-") as tmp:
         root = workdir or Path(tmp)

@@ -63,6 +63,7 @@ class CrashsafeScraper(Scraper):
     lease_ahead: int = 0
     backoff_base: float = 0.1
     db: str | None = None
+    max_attempts: int = 5
 
     def db_url(self, workdir: Path) -> str:
         if self.db is None:
@@ -85,6 +86,7 @@ class CrashsafeScraper(Scraper):
             "--concurrency", str(self.concurrency), "--no-progress",
             "--set", f"backoff_base={self.backoff_base}", "--set", f"user_agent={agent}",
             "--set", f"lease_ahead={self.lease_ahead}",
+            "--set", f"max_attempts={self.max_attempts}",
         ]  # fmt: skip
 
     def rows(self, workdir: Path) -> list[Row]:
