@@ -153,3 +153,20 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_killtest_with_scrapy_holds_where_jobdir_does_not(tmp_path: Path) -> None:
+    out = tmp_path / "k.json"
+    result = run_cli(
+        "killtest", "--scraper", "scrapy", "--runs", "1", "--kills", "3",
+        "--listings", "10", "--json", str(out), timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "scrapy + crashsafe: holds" in result.stdout
+    figures = json.loads(out.read_text())
+    [run] = figures["runs"]
+    assert figures["options"]["labels"] == {"naive": "scrapy JOBDIR", "crashsafe": "scrapy + crashsafe"}
+    adapter = run["crashsafe"]
+    assert (adapter["rows"], adapter["distinct"], adapter["missing"]) == (200, 200, 0)
+    assert adapter["kills_landed"] >= 1 and adapter["violations"] == []

@@ -83,6 +83,15 @@ def parse_window(text: str) -> tuple[float, float]:
 @click.option("--chart", "chart_path", type=click.Path(dir_okay=False), help=".svg or .html")
 @click.option("--keep", type=click.Path(file_okay=False), help="Keep the databases here.")
 @click.option(
+    "--scraper",
+    type=click.Choice(["crashsafe", "scrapy"]),
+    default="crashsafe",
+    show_default=True,
+    help="scrapy: an ordinary Scrapy spider under crashsafe's adapter (crashsafe[scrapy]), "
+    "beside the same spider with Scrapy's JOBDIR, instead of crashsafe crawl beside the "
+    "naive scraper.",
+)
+@click.option(
     "--db",
     "db",
     metavar="postgresql://...",
@@ -108,6 +117,7 @@ def killtest(
     json_path: str | None,
     chart_path: str | None,
     keep: str | None,
+    scraper: str,
     db: str | None,
 ) -> None:
     """Kill a naive scraper and crashsafe at the same random moments; compare what they store.
@@ -117,13 +127,18 @@ def killtest(
     and at least one kill landed, 1 otherwise (NOT TESTED when no kill landed).
     The naive scraper is expected to fail: that is the point.
     """
+    if scraper == "scrapy":
+        import importlib.util
+
+        if importlib.util.find_spec("scrapy") is None:
+            raise ConfigError("--scraper scrapy needs Scrapy: pip install 'crashsafe[scrapy]'")
     if mode == "batch":
         crawl_only = {
             "--workers": workers != 1, "--lease-ahead": lease_ahead != 0,
             "--tracking": tracking, "--dup-links": dup_links,
             "--error-rate": error_rate > 0, "--chart": chart_path is not None,
             "--listings/--per-listing": (listings, per_listing) != (25, 20),
-            "--db": db is not None,
+            "--db": db is not None, "--scraper": scraper != "crashsafe",
         }  # fmt: skip
         given = [name for name, used in crawl_only.items() if used]
         if given:
@@ -146,6 +161,7 @@ def killtest(
         workers=workers,
         sig=signal.Signals[f"SIG{sig_name}"],
         db=check_db(db),
+        scraper=scraper,
         shop=ShopOptions(
             listings=listings,
             per_listing=per_listing,

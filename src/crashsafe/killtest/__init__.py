@@ -24,7 +24,7 @@ from crashsafe.killtest.runner import (
     request_schedule,
     run_one,
 )
-from crashsafe.killtest.scrapers import CrashsafeScraper, NaiveScraper, Scraper
+from crashsafe.killtest.scrapers import CrashsafeScraper, NaiveScraper, Scraper, ScrapyScraper
 
 __all__ = ["KillTestOptions", "KillTestResult", "run_killtest"]
 
@@ -41,6 +41,7 @@ class KillTestOptions:
     sig: signal.Signals = signal.SIGKILL
     shop: ShopOptions = field(default_factory=lambda: ShopOptions(latency_ms=10.0))
     db: str | None = None  # a PostgreSQL database for crashsafe (default: SQLite files)
+    scraper: str = "crashsafe"  # or "scrapy": Scrapy under the adapter vs Scrapy + JOBDIR
 
     def __post_init__(self) -> None:
         low, high = self.kill_window
@@ -50,6 +51,11 @@ class KillTestOptions:
             raise ConfigError("--runs, --workers and --concurrency must be >= 1, --kills >= 0")
         if self.lease_ahead < 0:
             raise ConfigError("--lease-ahead must be >= 0")
+        if self.scraper not in ("crashsafe", "scrapy"):
+            raise ConfigError(f"--scraper {self.scraper!r}: use crashsafe or scrapy")
+        if self.scraper == "scrapy" and (self.workers > 1 or self.db or self.lease_ahead):
+            raise ConfigError("--scraper scrapy runs one process on SQLite: leave out "
+                              "--workers, --db and --lease-ahead")  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -64,9 +70,17 @@ class KillTestResult:
 
     def bound(self, outcome: Outcome) -> int:
         """Most repeated requests crashsafe may make: the pages a worker may hold between
-        lease and commit (``concurrency + lease_ahead``), for each kill."""
+        lease and commit (``concurrency + lease_ahead``; under the Scrapy adapter, the
+        requests in flight and a batch leased ahead: ``2 × concurrency``), for each kill."""
         o = self.options
-        return (o.concurrency + o.lease_ahead) * outcome.kills_landed
+        held = 2 * o.concurrency if o.scraper == "scrapy" else o.concurrency + o.lease_ahead
+        return held * outcome.kills_landed
+
+    def label(self, role: str) -> str:
+        """What the table calls the scraper in ``role`` (naive or crashsafe)."""
+        if self.options.scraper == "scrapy":
+            return {"naive": "scrapy JOBDIR", "crashsafe": "scrapy + crashsafe"}[role]
+        return role
 
     def violations(self, outcome: Outcome) -> list[str]:
         """Why crashsafe's ``outcome`` breaks the guarantee (empty: it holds)."""
@@ -110,11 +124,14 @@ def run_killtest(
     # with 4 workers x 10 kills). Each landed kill charges a URL once at most, so this
     # budget cannot be spent by kills and the shop's failing first requests together.
     attempts = options.kills * options.workers + options.shop.error_attempts + 1
-    crashsafe = CrashsafeScraper(
+    crashsafe: Scraper = CrashsafeScraper(
         concurrency=options.concurrency, lease_ahead=options.lease_ahead, db=options.db,
         max_attempts=max(5, attempts),
     )  # fmt: skip
-    scrapers = [NaiveScraper(), crashsafe]
+    scrapers: list[Scraper] = [NaiveScraper(), crashsafe]
+    if options.scraper == "scrapy":  # the same kills for Scrapy, with and without crashsafe
+        crashsafe = ScrapyScraper("crashsafe", adapter=True, concurrency=options.concurrency)
+        scrapers = [ScrapyScraper("naive", concurrency=options.concurrency), crashsafe]
     with tempfile.TemporaryDirectory(prefix="crashsafe-killtest-") as tmp:
         root = workdir or Path(tmp)
         try:
@@ -129,7 +146,7 @@ def run_killtest(
 def _run_all(
     options: KillTestOptions,
     scrapers: list[Scraper],
-    crashsafe: CrashsafeScraper,
+    crashsafe: Scraper,
     root: Path,
     on_progress: Callable[[str], None],
 ) -> KillTestResult:

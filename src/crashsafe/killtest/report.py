@@ -24,7 +24,8 @@ FOUNDING = {
 def table(result: KillTestResult) -> Table:
     o = result.options
     title = (
-        f"kill test: {o.runs} runs × {o.kills} {o.sig.name}s"
+        f"kill test{' (Scrapy)' if o.scraper == 'scrapy' else ''}: "
+        f"{o.runs} runs × {o.kills} {o.sig.name}s"
         + (f" × {o.workers} workers" if o.workers > 1 else "")
         + f", {result.products} products, concurrency {o.concurrency}"
         + (f" + {o.lease_ahead} leased ahead" if o.lease_ahead else "")
@@ -40,7 +41,7 @@ def table(result: KillTestResult) -> Table:
             style = "red" if bad else ("green" if name == "crashsafe" else "")
             t.add_row(
                 str(i),
-                name,
+                result.label(name),
                 f"{out.rows:,}",
                 f"{out.distinct:,}",
                 str(out.wrong),
@@ -65,8 +66,11 @@ def verdicts(result: KillTestResult) -> list[str]:
     safe = [run["crashsafe"] for run in result.runs]
     n = result.products
     dup_runs = sum(1 for out in naive if out.duplicates or out.wrong or out.missing)
+    peer, subject = f"{result.label('naive')}:", f"{result.label('crashsafe')}:"
+    width = max(len(peer), len(subject)) + 1
+    peer, subject = peer.ljust(width), subject.ljust(width)
     lines.append(
-        f"naive:     {_span([o.rows for o in naive])} rows for {n} products "
+        f"{peer}{_span([o.rows for o in naive])} rows for {n} products "
         f"(wrong or duplicated in {dup_runs}/{len(naive)} runs), "
         f"{_span([o.requests for o in naive])} requests "
         f"(up to {max(o.requests / o.minimum for o in naive):.1f}× the minimum), "
@@ -75,17 +79,17 @@ def verdicts(result: KillTestResult) -> list[str]:
     bad = [(i, result.violations(o)) for i, o in enumerate(safe, 1) if result.violations(o)]
     if not result.tested:
         lines.append(
-            "crashsafe: NOT TESTED — no kill landed mid-crawl (every crawl finished before "
+            f"{subject}NOT TESTED — no kill landed mid-crawl (every crawl finished before "
             "its kill), so nothing was proven; use a larger shop (--listings) or more "
             "--latency-ms"
         )
     elif bad:
         why = "; ".join(f"run {i}: {', '.join(v)}" for i, v in bad)
-        lines.append(f"crashsafe: GUARANTEE BROKEN — {why}")
+        lines.append(f"{subject}GUARANTEE BROKEN — {why}")
     else:
         worst = max(safe, key=lambda o: o.repeated)
         lines.append(
-            f"crashsafe: holds — exactly {n} correct rows in every run, 0 wrong, 0 missing; "
+            f"{subject}holds — exactly {n} correct rows in every run, 0 wrong, 0 missing; "
             f"{_span([o.requests for o in safe])} requests, at most {worst.repeated} repeated "
             f"for {worst.kills_landed} kills (bound {result.bound(worst)}), "
             f"{_span([o.seconds for o in safe], '{:.1f}')} s"
@@ -129,6 +133,8 @@ def to_json(result: KillTestResult) -> dict[str, Any]:
             "concurrency": o.concurrency,
             "lease_ahead": o.lease_ahead,
             "workers": o.workers,
+            "scraper": o.scraper,
+            "labels": {role: result.label(role) for role in ("naive", "crashsafe")},
             "signal": o.sig.name,
             "shop": dataclasses.asdict(o.shop),
         },
@@ -145,5 +151,6 @@ def to_json(result: KillTestResult) -> dict[str, Any]:
 def print_report(result: KillTestResult, console: Console | None = None) -> None:
     console = console or Console(width=None if sys.stdout.isatty() else 140)
     console.print(table(result))
-    for line in founding_lines() + verdicts(result):
+    founding = founding_lines() if result.options.scraper == "crashsafe" else []
+    for line in founding + verdicts(result):
         console.print(line, highlight=False)

@@ -1,7 +1,12 @@
-"""The two scrapers the kill test compares, and how to read what each one stored."""
+"""The scrapers the kill test compares, and how to read what each one stored.
+
+A scraper's ``name`` is its role: ``naive`` the peer, ``crashsafe`` the one whose
+guarantee is checked; ``label`` is what the table calls it.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -19,6 +24,10 @@ Row = tuple[str | None, str | None, str | None]  # sku, name, price
 @dataclass(frozen=True, slots=True)
 class Scraper:
     name: str
+
+    @property
+    def label(self) -> str:
+        return self.name
 
     def command(self, shop_url: str, workdir: Path, agent: str) -> list[str]:
         """The command line of one process, sending ``agent`` as its User-Agent."""
@@ -103,3 +112,47 @@ class CrashsafeScraper(Scraper):
             ]
         finally:
             store.close()
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapyScraper(Scraper):
+    """An ordinary Scrapy spider of the demo shop (``crashsafe.killtest.scrapy_shop``):
+    with JOBDIR (the peer, its items appended to a feed) or under crashsafe's adapter."""
+
+    name: str = "naive"
+    adapter: bool = False
+    concurrency: int = 4
+
+    @property
+    def label(self) -> str:
+        return "scrapy + crashsafe" if self.adapter else "scrapy JOBDIR"
+
+    def command(self, shop_url: str, workdir: Path, agent: str) -> list[str]:
+        cmd = [sys.executable, "-m", "crashsafe.killtest.scrapy_shop", f"{shop_url}/list/0",
+               agent, str(self.concurrency)]  # fmt: skip
+        if self.adapter:
+            return [*cmd, "crashsafe", f"sqlite:///{workdir / 'scrapy.db'}"]
+        return [*cmd, "jobdir", str(workdir / "jobdir"), str(workdir / "items.jsonl")]
+
+    def rows(self, workdir: Path) -> list[Row]:
+        if self.adapter:
+            if not (workdir / "scrapy.db").exists():
+                return []
+            store = open_store(f"sqlite:///{workdir / 'scrapy.db'}", readonly=True)
+            try:
+                return [
+                    (r.key, r.data.get("name"), r.data.get("price"))
+                    for r in store.iter_records("scrapy-shop")
+                ]
+            finally:
+                store.close()
+        feed = workdir / "items.jsonl"
+        rows: list[Row] = []
+        if feed.exists():
+            for line in feed.read_text(encoding="utf-8", errors="replace").splitlines():
+                try:
+                    item = json.loads(line)
+                except ValueError:
+                    continue  # a line torn by a kill
+                rows.append((item.get("sku"), item.get("name"), item.get("price")))
+        return rows

@@ -91,7 +91,9 @@ class CrashsafeScheduler(BaseScheduler):
     def next_request(self) -> Request | None:
         if self._local:
             return self._local.popleft()
-        if not self._ready and time.monotonic() >= self._empty_until:
+        # A group commit on its way refills the ready leases in its own transaction and
+        # wakes the engine: claiming here meanwhile would wait for the store's lock.
+        if not self._ready and not self.frontier.busy and time.monotonic() >= self._empty_until:
             store = self.frontier.open_store
             leases = store.lease(
                 self.frontier.crawl_name, self.frontier.owner, self.batch,
@@ -122,7 +124,7 @@ class CrashsafeScheduler(BaseScheduler):
         return request
 
     def has_pending_requests(self) -> bool:
-        if self._local or self._ready:
+        if self._local or self._ready or self.frontier.busy or self.frontier.leases:
             return True
         if time.monotonic() < self._open_until:
             return True
