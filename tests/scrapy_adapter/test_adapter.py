@@ -166,7 +166,10 @@ def test_killtest_with_scrapy_holds_where_jobdir_does_not(tmp_path: Path) -> Non
     assert "scrapy + crashsafe: holds" in result.stdout
     figures = json.loads(out.read_text())
     [run] = figures["runs"]
-    assert figures["options"]["labels"] == {"naive": "scrapy JOBDIR", "crashsafe": "scrapy + crashsafe"}
+    assert figures["options"]["labels"] == {
+        "naive": "scrapy JOBDIR",
+        "crashsafe": "scrapy + crashsafe",
+    }
     adapter = run["crashsafe"]
     assert (adapter["rows"], adapter["distinct"], adapter["missing"]) == (200, 200, 0)
     assert adapter["kills_landed"] >= 1 and adapter["violations"] == []
