@@ -9,26 +9,9 @@ response), keyed by ``sku``.
 
 import sys
 
-import scrapy
 from scrapy.crawler import CrawlerProcess
 
-
-class ShopSpider(scrapy.Spider):
-    name = "shop"
-
-    def __init__(self, start: str, **kwargs):
-        super().__init__(**kwargs)
-        self.start_urls = [start]
-
-    def parse(self, response):
-        if "/list/" in response.url:
-            yield from response.follow_all(css="a::attr(href)", callback=self.parse)
-        else:
-            yield {
-                "sku": response.css(".sku::text").get(),
-                "name": response.css(".name::text").get(),
-                "price": response.css(".price::text").get(),
-            }
+from crashsafe.killtest.scrapy_shop import ShopSpider  # the kill test's spider, the same code
 
 
 def main() -> None:
