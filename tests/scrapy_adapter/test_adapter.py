@@ -173,3 +173,33 @@ def test_killtest_with_scrapy_holds_where_jobdir_does_not(tmp_path: Path) -> Non
     adapter = run["crashsafe"]
     assert (adapter["rows"], adapter["distinct"], adapter["missing"]) == (200, 200, 0)
     assert adapter["kills_landed"] >= 1 and adapter["violations"] == []
+
+
+def test_feeds_are_written_from_the_store_each_item_once(
+    shop: Callable[..., ShopThread], db_url: str, tmp_path: Path
+) -> None:
+    """-o under the adapter: after kills, the feed of the run that completes the crawl
+    holds every item once (Scrapy's own exporter would hold only that run's items)."""
+    from crashsafe.contrib.scrapy import SETTINGS
+
+    site = shop(listings=4, per_listing=10, latency_ms=10)
+    feed = tmp_path / "items.csv"
+    extensions = json.dumps(SETTINGS["EXTENSIONS"])
+    cmd = scrapy_cmd(site, *ADAPTER, "-s", f"EXTENSIONS={extensions}",
+                     "-s", f"CRASHSAFE_DB={db_url}", "-o", str(feed))  # fmt: skip
+    log = tmp_path / "p.jsonl"
+    with reaped(subprocess.Popen(cmd, env=env(log), stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)) as proc:  # fmt: skip
+        wait_for(lambda: get_json(f"{site.url}/stats")["requests"] >= 15, timeout=120)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert not feed.exists()  # killed: nothing written, nothing half-written
+    done = run(cmd, log)
+    assert done.returncode == 0, done.stderr
+    import csv
+
+    rows = list(csv.DictReader(feed.open()))
+    assert sorted(r["sku"] for r in rows) == sorted(truth(site))
+    assert {r["sku"]: r["listing"] for r in rows} == {
+        k: v["listing"] for k, v in stored(db_url).items()
+    }

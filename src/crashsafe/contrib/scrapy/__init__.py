@@ -7,23 +7,37 @@ Add to the project's settings (nothing in the spider changes)::
     DOWNLOADER_MIDDLEWARES = {"crashsafe.contrib.scrapy.CrashsafeDownloaderMiddleware": 10}
     CRASHSAFE_DB = "sqlite:///crawl.db"        # or postgresql://... for many processes
     CRASHSAFE_ITEM_KEY = "sku"                 # the field that identifies an item
+    EXTENSIONS = {"scrapy.extensions.feedexport.FeedExporter": None,   # optional: feeds
+                  "crashsafe.contrib.scrapy.CrashsafeFeeds": 0}        # from the store
 
 Each response's items, the requests its callback yielded and its done mark are committed
 in one transaction; a SIGKILLed ``scrapy crawl`` run again resumes, and the store holds
 exactly one record per item (``crashsafe export --db ...``). See docs/scrapy.md.
 """
 
+from crashsafe.contrib.scrapy.feeds import CrashsafeFeeds
 from crashsafe.contrib.scrapy.middlewares import (
     CrashsafeDownloaderMiddleware,
     CrashsafeSpiderMiddleware,
 )
 from crashsafe.contrib.scrapy.scheduler import CrashsafeScheduler
 
-__all__ = ["CrashsafeDownloaderMiddleware", "CrashsafeScheduler", "CrashsafeSpiderMiddleware"]
+__all__ = [
+    "SETTINGS",
+    "CrashsafeDownloaderMiddleware",
+    "CrashsafeFeeds",
+    "CrashsafeScheduler",
+    "CrashsafeSpiderMiddleware",
+]
 
 #: The settings that turn the adapter on (merge them into a project's settings).
 SETTINGS = {
     "SCHEDULER": "crashsafe.contrib.scrapy.CrashsafeScheduler",
     "SPIDER_MIDDLEWARES": {"crashsafe.contrib.scrapy.CrashsafeSpiderMiddleware": 60},
     "DOWNLOADER_MIDDLEWARES": {"crashsafe.contrib.scrapy.CrashsafeDownloaderMiddleware": 10},
+    # Feeds (-o) written from the store when the crawl is complete, each item once.
+    "EXTENSIONS": {
+        "scrapy.extensions.feedexport.FeedExporter": None,
+        "crashsafe.contrib.scrapy.CrashsafeFeeds": 0,
+    },
 }
