@@ -203,3 +203,30 @@ def test_feeds_are_written_from_the_store_each_item_once(
     assert {r["sku"]: r["listing"] for r in rows} == {
         k: v["listing"] for k, v in stored(db_url).items()
     }
+
+
+def test_two_scrapy_processes_share_one_postgresql_frontier(
+    shop: Callable[..., ShopThread], pg_url: str, tmp_path: Path
+) -> None:
+    # Two pages at a time each, 100 ms a page: the crawl lasts 10 s or more, and the second
+    # process starts once the first is under way, so both have work.
+    site = shop(listings=10, per_listing=20, latency_ms=100)
+    log = tmp_path / "p.jsonl"
+    procs = []
+    for i in (1, 2):
+        cmd = scrapy_cmd(site, *ADAPTER, "-s", f"CRASHSAFE_DB={pg_url}",
+                         "-s", f"USER_AGENT=w{i}", "-s", "CONCURRENT_REQUESTS=2")  # fmt: skip
+        procs.append(subprocess.Popen(cmd, env=env(log), stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, text=True))  # fmt: skip
+        wait_for(lambda: get_json(f"{site.url}/stats")["requests"] >= 5, timeout=120)
+    for proc in procs:
+        with reaped(proc):
+            _, err = proc.communicate(timeout=180)
+            assert proc.returncode == 0, err
+    assert {k: {"name": v["name"], "price": v["price"]} for k, v in stored(pg_url).items()} == (
+        truth(site)
+    )
+    server = get_json(f"{site.url}/stats")
+    assert server["repeated"] == 0  # leases kept the two from fetching a page twice
+    agents = {agent for _, _, agent in get_json(f"{site.url}/log?since=0")}
+    assert {"w1", "w2"} <= agents  # both did part of the work
