@@ -230,3 +230,46 @@ def test_two_scrapy_processes_share_one_postgresql_frontier(
     assert server["repeated"] == 0  # leases kept the two from fetching a page twice
     agents = {agent for _, _, agent in get_json(f"{site.url}/log?since=0")}
     assert {"w1", "w2"} <= agents  # both did part of the work
+
+
+def test_redirects_cookies_errbacks_and_closespider_as_in_scrapy(
+    db_url: str, tmp_path: Path
+) -> None:
+    from aiohttp import web
+
+    from crashsafe.demo.server import AppThread
+
+    async def page(request: web.Request) -> web.StreamResponse:
+        if request.path == "/moved":
+            raise web.HTTPFound("/item/moved")
+        if request.path == "/login":
+            response = web.Response(text="<p>in</p>", content_type="text/html")
+            response.set_cookie("session", "s1")
+            return response
+        if request.path == "/private":
+            return web.Response(text=request.cookies.get("session", "none"))
+        return web.Response(text="here", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", page)
+    spider = str(Path(__file__).with_name("habits_spider.py"))
+    with AppThread(app) as site:
+
+        def cmd(stop: str) -> list[str]:
+            return [sys.executable, "-m", "scrapy", "runspider", spider,
+                    "-a", f"start={site.url}/", "-a", f"dead=http://127.0.0.1:{free_port()}/x",
+                    "-a", f"stop={stop}", "-s", "LOG_LEVEL=INFO", *ADAPTER,
+                    "-s", f"CRASHSAFE_DB={db_url}"]  # fmt: skip
+
+        stopped = run(cmd("yes"), tmp_path / "p.jsonl")  # CloseSpider in the start page
+        assert stopped.returncode == 0, stopped.stderr
+        assert "'finish_reason': 'asked to stop'" in stopped.stderr
+        assert stored(db_url) == {}  # the start page's output was not committed...
+        done = run(cmd("no"), tmp_path / "p.jsonl")  # ...so the next run does it again
+        assert done.returncode == 0, done.stderr
+    items = stored(db_url)
+    assert items["moved"] == {"sku": "moved", "text": "here"}  # followed, as in Scrapy
+    assert items["private"] == {"sku": "private", "text": "s1"}  # the cookie was kept
+    piped = pipeline_items(tmp_path / "p.jsonl")
+    assert any(i["sku"] == "errback" and "Refused" in i["text"] for i in piped)  # it ran
+    assert "errback" not in items  # its request failed: what the errback made is not stored

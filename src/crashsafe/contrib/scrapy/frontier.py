@@ -204,6 +204,11 @@ class Frontier:
             outcome = replace(outcome, records=pending.records)
         self.commit(outcome)
 
+    def release(self, lease: Lease) -> None:
+        """Give ``lease`` back (fetched: an attempt), its page to be fetched again."""
+        self.leases.pop(lease.grant_id, None)
+        self.open_store.release(self.crawl_name, [(lease, True)])
+
     @property
     def busy(self) -> bool:
         """Whether outcomes are waiting or being committed (their commit refills the

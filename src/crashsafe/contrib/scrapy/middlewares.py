@@ -27,7 +27,7 @@ from typing import Any
 
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import CloseSpider, IgnoreRequest
 from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
 
@@ -125,6 +125,9 @@ class CrashsafeSpiderMiddleware:
         if lease is None:
             return None
         status = response.status
+        if isinstance(exception, CloseSpider):  # Scrapy stops the crawl, as without us
+            frontier.release(lease)  # (its page is fetched again by the next run)
+            return None
         if isinstance(exception, HttpError):  # a status the spider does not handle
             kind: Outcome = "done" if status in GONE else "failed"
             error = None if kind == "done" else f"HTTP {status}"
