@@ -273,3 +273,22 @@ def test_redirects_cookies_errbacks_and_closespider_as_in_scrapy(
     piped = pipeline_items(tmp_path / "p.jsonl")
     assert any(i["sku"] == "errback" and "Refused" in i["text"] for i in piped)  # it ran
     assert "errback" not in items  # its request failed: what the errback made is not stored
+
+
+def test_scrapys_http_cache_works_under_the_adapter(
+    shop: Callable[..., ShopThread], tmp_path: Path
+) -> None:
+    """A second crawl on a fresh database, from Scrapy's HTTP cache: every item stored,
+    and not one request reaches the site."""
+    site = shop(listings=2, per_listing=5)
+    cache = ["-s", "HTTPCACHE_ENABLED=True", "-s", f"HTTPCACHE_DIR={tmp_path / 'cache'}"]
+    for name in ("first", "cached"):
+        db = f"sqlite:///{tmp_path / name}.db"
+        before = get_json(f"{site.url}/stats")["requests"]
+        done = run(scrapy_cmd(site, *ADAPTER, *cache, "-s", f"CRASHSAFE_DB={db}"),
+                   tmp_path / "p.jsonl")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert {k: {"name": v["name"], "price": v["price"]} for k, v in stored(db).items()} == (
+            truth(site)
+        )
+    assert get_json(f"{site.url}/stats")["requests"] == before  # all from the cache
