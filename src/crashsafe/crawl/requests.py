@@ -143,7 +143,9 @@ def checked(request: Request) -> Request:
     if type(request.priority) is not int or request.priority not in _PRIORITY:
         raise BadRequest(f"priority {request.priority!r} is not an integer within 64 bits")
     method = request.method
-    if not isinstance(method, str) or not _TOKEN.fullmatch(method) or len(method) > 20:
+    if method != "GET" and (
+        not isinstance(method, str) or not _TOKEN.fullmatch(method) or len(method) > 20
+    ):
         raise BadRequest(f"method {method!r} is not an HTTP method")
     if request.body is not None and not isinstance(request.body, str | bytes | bytearray):
         raise BadRequest(
@@ -204,9 +206,9 @@ def frontier_key(canonical: str, request: Request, *, parent: str = "", ordinal:
 
 def request_from_row(key: str, callback: str | None, stored: str | None) -> Request:
     """The request kept under ``key`` (the frontier's url column) with ``stored``."""
+    if stored is None:  # a plain GET: its key is its URL
+        return Request(key, callback=callback, key=key)
     url = key.partition("#")[0]
-    if stored is None:
-        return Request(url, callback=callback, key=key)
     data = json.loads(stored)
     body: bytes | str | None = data.get("body")
     if "body_base64" in data:

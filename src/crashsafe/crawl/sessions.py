@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from yarl import URL
 
-from crashsafe.crawl.fetch import Send
+from crashsafe.crawl.fetch import GET, Send
 from crashsafe.crawl.requests import Request, check_proxy
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.store import CookieRow, StoredCookies
@@ -157,6 +157,14 @@ class SendBuilder:
         return None
 
     def send(self, request: Request) -> Send:
+        if (
+            request.is_plain
+            and not (request.headers or request.cookies or request.meta)
+            and self._auth is None
+            and self.proxy is None
+            and not self._env
+        ):
+            return GET  # most pages: nothing to build
         body = request.body_bytes
         return Send(
             method=request.method.upper(),
