@@ -16,7 +16,7 @@ from aiohttp import web
 import crashsafe
 from crashsafe import Record, Request, Spider, open_store
 from crashsafe.demo.server import AppThread
-from crashsafe.errors import ConfigError, SpiderError
+from crashsafe.errors import ConfigError, SpiderError, StoreError
 
 Handler = Callable[[web.Request], Any]
 
@@ -532,3 +532,55 @@ def test_an_item_key_that_is_not_a_string_or_integer_fails_the_page(site: Any, d
     [failed] = store.failed("listy")
     store.close()
     assert "must be a string or an integer, not list" in (failed.error or "")
+
+
+def test_a_failed_cookie_load_puts_the_pages_back_and_the_crawl_goes_on(
+    site: Any, db_url: str
+) -> None:
+    """Loading newer stored cookies before starting pages fails once: those pages go back
+    to the queue unfetched and are crawled later (the failure used to end the committer,
+    and every page waiting on it with it)."""
+
+    def login(request: web.Request) -> web.Response:
+        response = web.Response(text="<a href='/a'>a</a><a href='/b'>b</a>",
+                                content_type="text/html")  # fmt: skip
+        response.set_cookie("session", "s1")
+        return response
+
+    def page(request: web.Request) -> str:
+        return request.cookies.get("session", "none")
+
+    s = site({"/login": login, "/a": page, "/b": page})
+
+    class Cookies(Spider):
+        name = "cookies"
+        start_urls = [f"{s.url}/login"]
+
+        def parse(self, page: Any) -> Any:
+            if page.url.endswith("/login"):
+                yield from page.follow_all(css="a::attr(href)")
+            else:
+                yield Record(key=page.url, data={"session": page.text})
+
+    store = open_store(db_url)
+    original = store.cookies
+    calls = 0
+
+    def fails_once(crawl: str) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:  # the first is at start; the second, before /a and /b start
+            raise StoreError("the database went away for a moment")
+        return original(crawl)
+
+    store.cookies = fails_once  # type: ignore[method-assign]
+    crawler = crashsafe.Crawler(
+        Cookies(), store, handle_signals=False,
+        store_process=False,  # the test wraps a method of this very store object
+    )  # fmt: skip
+    try:
+        result = asyncio.run(asyncio.wait_for(crawler.run(), 60))
+        assert calls >= 3 and result.stats.done == 3 and result.stats.failed == 0
+        assert [r.data for r in store.iter_records("cookies")] == [{"session": "s1"}] * 2
+    finally:
+        store.close()

@@ -220,8 +220,19 @@ class Crawler:
         assert self._processor is not None
         if self._cookies is not None and leases:
             # Another worker stored cookies since this jar was loaded (a login): load them
-            # before fetching pages that may need them.
-            await self._cookies.catch_up(max(x.cookies for x in leases))
+            # before fetching pages that may need them. If that fails, the pages go back
+            # unfetched (a failure here must not end the committer, whose pages would wait
+            # for it forever).
+            try:
+                await self._cookies.catch_up(max(x.cookies for x in leases))
+            except Exception as exc:
+                sys.stderr.write(
+                    f"crashsafe: loading the stored cookies failed ({exc}); "
+                    f"{len(leases)} page(s) go back to the queue\n"
+                )
+                with contextlib.suppress(Exception):
+                    await self._call(self.store.release, self.crawl, [(x, False) for x in leases])
+                return
         for lease in leases:
             task = asyncio.create_task(self._run_page(lease))
             self._inflight[task] = _InFlight(lease)
