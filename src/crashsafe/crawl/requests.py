@@ -25,8 +25,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from yarl import URL
-
 from crashsafe.errors import ConfigError
 from crashsafe.store.values import canonical_json
 
@@ -166,6 +164,8 @@ def checked(request: Request) -> Request:
 
 def check_proxy(value: object, where: str) -> str:
     """``value`` if it is a proxy URL aiohttp can use (``http://[user:pass@]host:port``)."""
+    from yarl import URL  # (only when a proxy is given: spiders import this module)
+
     text = str(value)
     try:
         url = URL(text)
