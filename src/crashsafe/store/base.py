@@ -24,12 +24,19 @@ from crashsafe.store.values import (
     Backoff,
     CookieRow,
     CrawlStats,
+    Delivery,
+    DeliveryResult,
     Due,
+    EffectStats,
+    Endpoint,
+    FailedDelivery,
     FailedUrl,
+    FileRow,
     Lease,
     NewUrl,
     Outcome,
     PageOutcome,
+    Pass,
     Politeness,
     RecordRow,
     RobotsEntry,
@@ -47,12 +54,19 @@ __all__ = [
     "Backoff",
     "CookieRow",
     "CrawlStats",
+    "Delivery",
+    "DeliveryResult",
     "Due",
+    "EffectStats",
+    "Endpoint",
+    "FailedDelivery",
     "FailedUrl",
+    "FileRow",
     "Lease",
     "NewUrl",
     "Outcome",
     "PageOutcome",
+    "Pass",
     "Politeness",
     "RecordRow",
     "RobotsEntry",
@@ -170,8 +184,12 @@ class Store(Protocol):
     def retry_failed(self, crawl: str | None = None) -> int: ...
 
     def iter_records(
-        self, crawl: str | None = None, *, since: float = 0.0
-    ) -> Iterator[StoredRecord]: ...
+        self, crawl: str | None = None, *, since: float = 0.0, changed_only: bool = False
+    ) -> Iterator[StoredRecord]:
+        """Live records, in the order they were first seen; with ``since`` > 0 a change
+        feed: the records created, changed or gone at or after ``since`` (gone ones with
+        ``gone_at``), and with ``changed_only`` not those first seen since."""
+        ...
 
     # -- robots.txt cache ----------------------------------------------------------------
     def get_robots(self, crawl: str, origin: str) -> RobotsEntry | None: ...
@@ -200,3 +218,36 @@ class Store(Protocol):
         """Space the grants of ``origin``'s URLs by ``seconds`` for every worker (its
         robots.txt Crawl-delay) in claims that honour :class:`Politeness`."""
         ...
+
+    # -- recrawls and the outbox (store/sql_effects.py) ---------------------------------
+    def recrawl(self, crawl: str, *, older_than: float = 0.0) -> Pass:
+        """Put done URLs finished at least ``older_than`` seconds ago back to pending, as
+        a new pass (none begins if no URL is old enough)."""
+        ...
+
+    def effect_stats(self, crawl: str) -> EffectStats: ...
+
+    def events_since(self, crawl: str, since: float) -> dict[str, int]:
+        """Outbox events written at or after ``since`` (the store's clock), by type."""
+        ...
+
+    def endpoint(self, crawl: str, url: str) -> Endpoint:
+        """The webhook endpoint ``url`` of ``crawl``, added (with the whole outbox as its
+        backlog) the first time."""
+        ...
+
+    def lease_deliveries(
+        self, endpoint: int, owner: str, limit: int, lease_seconds: float
+    ) -> list[Delivery]: ...
+
+    def finish_deliveries(self, owner: str, results: Sequence[DeliveryResult]) -> None: ...
+
+    def disable_endpoint(self, endpoint: int, why: str) -> None: ...
+
+    def deliveries_due(self, endpoint: int) -> float | None:
+        """Seconds until a delivery to ``endpoint`` is due (0: now; None: none open)."""
+        ...
+
+    def failed_deliveries(self, crawl: str, url: str | None = None) -> list[FailedDelivery]: ...
+
+    def replay_deliveries(self, crawl: str, url: str | None = None) -> int: ...

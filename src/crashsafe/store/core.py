@@ -27,6 +27,7 @@ from crashsafe.errors import StoreError
 from crashsafe.store import masked
 from crashsafe.store.hosts import choose_politely, origin_of
 from crashsafe.store.sql_base import Claimed, Params, Tx, first
+from crashsafe.store.sql_effects import SQLEffects
 from crashsafe.store.sql_robots import SQLRobots
 from crashsafe.store.sql_workers import SQLWorkers
 from crashsafe.store.stats import crawl_stats
@@ -46,9 +47,10 @@ from crashsafe.store.values import (
 
 _by_id = operator.itemgetter("id")
 _by_url = operator.itemgetter("url")
+_by_sha = operator.itemgetter("sha256")
 
 
-class SQLStore(SQLWorkers, SQLRobots):
+class SQLStore(SQLWorkers, SQLRobots, SQLEffects):
     """The Store protocol for SQL backends; a subclass supplies what ``SQLBase`` names."""
 
     # -- frontier ------------------------------------------------------------------------
@@ -183,6 +185,8 @@ class SQLStore(SQLWorkers, SQLRobots):
         grants: list[dict[str, Any]] = []
         held: list[dict[str, Any]] = []
         cookies: list[dict[str, Any]] = []
+        gone: list[dict[str, Any]] = []
+        files: list[dict[str, Any]] = []
         stale: list[bool] = []
         for p in pages:
             fid, grant = p.lease.frontier_id, p.lease.grant_id
@@ -198,9 +202,17 @@ class SQLStore(SQLWorkers, SQLRobots):
                 done.append({**row, "links_skipped": p.links_skipped})
                 records += [
                     {"crawl": crawl, "id": r.id, "source": r.source, "key": r.key, "url": r.url,
-                     "hash": r.content_hash, "data": r.data_json, "now": now}
+                     "hash": r.content_hash, "data": r.data_json, "now": now, "page": fid,
+                     "grant": grant}
                     for r in p.records
                 ]  # fmt: skip
+                files += [
+                    {"crawl": crawl, "sha256": f.sha256, "size": f.size,
+                     "content_type": f.content_type, "url": storable(f.url), "now": now}
+                    for f in p.files
+                ]  # fmt: skip
+                if p.kind == "done":  # fetched: what it no longer yields is gone
+                    gone.append({"crawl": crawl, "page": fid, "grant": grant, "now": now})
                 links += [self._link(crawl, u, now) for u in p.links]
                 cookies += [
                     {"crawl": crawl, "domain": c.domain, "path": c.path, "name": c.name,
@@ -230,6 +242,10 @@ class SQLStore(SQLWorkers, SQLRobots):
             # the later page has it (one statement cannot write a row twice).
             records = sorted({r["id"]: r for r in records}.values(), key=_by_id)
             tx.many("upsert_record", records)
+        if gone:  # after the upserts: a record another page of the group took is not gone
+            tx.many("mark_gone", gone)
+        if files:
+            tx.many("put_file", sorted({f["sha256"]: f for f in files}.values(), key=_by_sha))
         if links:
             links.sort(key=_by_url)
             tx.many("enqueue_url", links)
@@ -375,10 +391,21 @@ class SQLStore(SQLWorkers, SQLRobots):
         return self._run(go)
 
     def iter_records(
-        self, crawl: str | None = None, *, since: float = 0.0
+        self, crawl: str | None = None, *, since: float = 0.0, changed_only: bool = False
     ) -> Iterator[StoredRecord]:
-        rows = self._stream("iter_records", {"crawl": crawl, "since": since})
-        for crawl_, id_, source, key, url, version, first_seen, last_changed, data in rows:
+        p = {"crawl": crawl, "since": since, "changed_only": changed_only}
+        for (
+            crawl_,
+            id_,
+            source,
+            key,
+            url,
+            version,
+            first_seen,
+            last_changed,
+            data,
+            gone_at,
+        ) in self._stream("iter_records", p):
             try:
                 value = json.loads(data)
             except ValueError as exc:  # written by something else than crashsafe
@@ -387,5 +414,5 @@ class SQLStore(SQLWorkers, SQLRobots):
                     f"JSON ({exc}); fix or delete that row"
                 ) from exc
             yield StoredRecord(
-                crawl_, id_, source, key, url, version, first_seen, last_changed, value
+                crawl_, id_, source, key, url, version, first_seen, last_changed, value, gone_at
             )

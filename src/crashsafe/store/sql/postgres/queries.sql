@@ -169,21 +169,39 @@ UPDATE lease_grants SET outcome = 'stale'
 WHERE id = ANY(%(grant)s::bigint[]) AND outcome IS NULL;
 
 -- name: upsert_record
--- many (ids distinct: store/core.py keeps one row per record of a group)
+-- many (ids distinct: store/core.py keeps one row per record of a group). A changed
+-- record, or a gone one yielded again, is a new version (its outbox event is written by
+-- a trigger); every record notes the page and commit that yielded it last.
 INSERT INTO records (crawl, id, source, key, url, content_hash, data,
-                     first_seen, last_changed, version)
+                     first_seen, last_changed, version, page, seen_grant)
 SELECT crawl, id, source, key, url, hash, data::jsonb, crashsafe_now(now),
-       crashsafe_now(now), 1
+       crashsafe_now(now), 1, page, grant_id
 FROM unnest(%(crawl)s::text[], %(id)s::text[], %(source)s::text[], %(key)s::text[],
-            %(url)s::text[], %(hash)s::text[], %(data)s::text[], %(now)s::float8[])
-     AS u(crawl, id, source, key, url, hash, data, now)
+            %(url)s::text[], %(hash)s::text[], %(data)s::text[], %(now)s::float8[],
+            %(page)s::bigint[], %(grant)s::bigint[])
+     AS u(crawl, id, source, key, url, hash, data, now, page, grant_id)
 ON CONFLICT (crawl, id) DO UPDATE SET
     url = excluded.url,
     content_hash = excluded.content_hash,
     data = excluded.data,
-    last_changed = excluded.last_changed,
-    version = records.version + 1
-WHERE records.content_hash <> excluded.content_hash;
+    last_changed = CASE WHEN records.content_hash <> excluded.content_hash
+                          OR records.gone_at IS NOT NULL
+                        THEN excluded.last_changed ELSE records.last_changed END,
+    version = records.version + (records.content_hash <> excluded.content_hash
+                                 OR records.gone_at IS NOT NULL)::int,
+    gone_at = NULL,
+    page = excluded.page,
+    seen_grant = excluded.seen_grant;
+
+-- name: mark_gone
+-- many: the records each page yielded before and not in this commit (grant).
+UPDATE records r
+SET gone_at = crashsafe_now(u.now), last_changed = crashsafe_now(u.now),
+    version = r.version + 1
+FROM unnest(%(crawl)s::text[], %(page)s::bigint[], %(grant)s::bigint[], %(now)s::float8[])
+     AS u(crawl, page, grant_id, now)
+WHERE r.crawl = u.crawl AND r.page = u.page AND r.gone_at IS NULL
+  AND r.seen_grant <> u.grant_id;
 
 -- name: mark_done
 -- many
@@ -340,7 +358,7 @@ SELECT state, count(*) FROM frontier WHERE crawl = %(crawl)s GROUP BY state;
 SELECT coalesce(sum(links_skipped), 0)::bigint FROM frontier WHERE crawl = %(crawl)s;
 
 -- name: count_records
-SELECT count(*) FROM records WHERE crawl = %(crawl)s;
+SELECT count(*) FROM records WHERE crawl = %(crawl)s AND gone_at IS NULL;
 
 -- name: count_grants
 SELECT coalesce(outcome, ''), count(*) FROM lease_grants
@@ -365,11 +383,16 @@ SET state = 'pending', attempts = 0, next_attempt_at = 'epoch', done_at = NULL
 WHERE state = 'failed' AND (%(crawl)s::text IS NULL OR crawl = %(crawl)s);
 
 -- name: iter_records
+-- Live records; with a time (a change feed): those changed since, gone ones too, and with
+-- changed_only not those first seen since.
 SELECT crawl, id, source, key, url, version, extract(epoch FROM first_seen)::float8,
-       extract(epoch FROM last_changed)::float8, data::text
+       extract(epoch FROM last_changed)::float8, data::text,
+       extract(epoch FROM gone_at)::float8
 FROM records
 WHERE (%(crawl)s::text IS NULL OR crawl = %(crawl)s)
   AND last_changed >= to_timestamp(%(since)s::float8)
+  AND (gone_at IS NULL OR %(since)s::float8 > 0)
+  AND (NOT %(changed_only)s OR first_seen < to_timestamp(%(since)s::float8))
 ORDER BY crawl, first_seen, id;
 
 -- name: get_robots
@@ -422,3 +445,156 @@ WHERE crawl = %(crawl)s AND origin = %(origin)s AND claim_owner = %(owner)s;
 -- name: release_robots
 UPDATE robots SET claim_owner = NULL, claim_until = NULL
 WHERE crawl = %(crawl)s AND origin = %(origin)s AND claim_owner = %(owner)s;
+
+-- ---------------------------------------------------------------------------------------
+-- Recrawls and side effects (store/sql_effects.py)
+
+-- name: requeue_done
+UPDATE frontier
+SET state = 'pending', attempts = 0, next_attempt_at = 'epoch', last_error = NULL
+WHERE crawl = %(crawl)s AND state = 'done'
+  AND done_at <= crashsafe_now(%(now)s) - make_interval(secs => %(older_than)s::float8);
+
+-- name: add_pass
+INSERT INTO passes (crawl, pass, started_at, requeued)
+VALUES (%(crawl)s, (SELECT coalesce(max(pass), 1) + 1 FROM passes WHERE crawl = %(crawl)s),
+        crashsafe_now(%(now)s), %(requeued)s)
+RETURNING pass;
+
+-- name: effect_counts
+WITH last_pass AS (SELECT max(started_at) AS at FROM passes WHERE crawl = %(crawl)s)
+SELECT
+    (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = %(crawl)s),
+    extract(epoch FROM (SELECT at FROM last_pass))::float8,
+    coalesce(sum(version), 0)::bigint,
+    count(*) FILTER (WHERE version > 1),
+    count(*) FILTER (WHERE gone_at IS NOT NULL),
+    count(*) FILTER (WHERE last_changed >= (SELECT at FROM last_pass)
+                       AND first_seen < (SELECT at FROM last_pass)),
+    (SELECT count(*) FROM files WHERE crawl = %(crawl)s),
+    (SELECT coalesce(sum(size), 0)::bigint FROM files WHERE crawl = %(crawl)s),
+    (SELECT count(*) FROM outbox WHERE crawl = %(crawl)s)
+FROM records WHERE crawl = %(crawl)s;
+
+-- name: count_deliveries
+SELECT d.state, count(*) FROM deliveries d JOIN endpoints e ON e.id = d.endpoint
+WHERE e.crawl = %(crawl)s GROUP BY d.state;
+
+-- name: count_events_since
+SELECT type, count(*) FROM outbox
+WHERE crawl = %(crawl)s AND at >= to_timestamp(%(since)s::float8) GROUP BY type;
+
+-- name: put_file
+-- many
+INSERT INTO files (crawl, sha256, size, content_type, url, stored_at)
+SELECT crawl, sha256, size, content_type, url, crashsafe_now(now)
+FROM unnest(%(crawl)s::text[], %(sha256)s::text[], %(size)s::bigint[],
+            %(content_type)s::text[], %(url)s::text[], %(now)s::float8[])
+     AS u(crawl, sha256, size, content_type, url, now)
+ON CONFLICT DO NOTHING;
+
+-- name: find_endpoint
+SELECT id, extract(epoch FROM disabled_at)::float8, disabled_why FROM endpoints
+WHERE crawl = %(crawl)s AND url = %(url)s;
+
+-- name: lock_outbox
+-- Waits for the page commits writing events now, and keeps new ones out until the
+-- endpoint and its backlog commit: no event is missed between the two.
+LOCK TABLE outbox IN SHARE ROW EXCLUSIVE MODE;
+
+-- name: add_endpoint
+INSERT INTO endpoints (crawl, url, added_at)
+VALUES (%(crawl)s, %(url)s, crashsafe_now(%(now)s)) RETURNING id;
+
+-- name: add_backlog
+INSERT INTO deliveries (endpoint, event)
+SELECT %(endpoint)s, id FROM outbox WHERE crawl = %(crawl)s
+ON CONFLICT DO NOTHING;
+
+-- name: lease_deliveries
+WITH picked AS (
+    SELECT event FROM deliveries
+    WHERE endpoint = %(endpoint)s
+      AND ((state = 'pending' AND next_attempt_at <= crashsafe_now(%(now)s))
+           OR (state = 'leased' AND lease_expires < crashsafe_now(%(now)s)))
+      AND (SELECT disabled_at FROM endpoints WHERE id = %(endpoint)s) IS NULL
+    ORDER BY event
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE deliveries d
+SET state = 'leased', lease_owner = %(owner)s, attempts = d.attempts + 1,
+    lease_expires = crashsafe_now(%(now)s) + make_interval(secs => %(lease_seconds)s::float8)
+FROM picked
+WHERE d.endpoint = %(endpoint)s AND d.event = picked.event
+RETURNING d.event, d.attempts;
+
+-- name: get_events
+SELECT id, crawl, record_id, version, type, url, data::text, extract(epoch FROM at)::float8
+FROM outbox WHERE id = ANY(%(ids)s::bigint[]);
+
+-- name: delivered
+-- many. Whoever holds it now: the receiver has it.
+UPDATE deliveries d
+SET state = 'delivered', done_at = crashsafe_now(u.now), last_status = u.status,
+    last_error = NULL, lease_owner = NULL, lease_expires = NULL
+FROM unnest(%(endpoint)s::bigint[], %(event)s::bigint[], %(status)s::int[],
+            %(now)s::float8[]) AS u(endpoint, event, status, now)
+WHERE d.endpoint = u.endpoint AND d.event = u.event AND d.state <> 'delivered';
+
+-- name: delivery_retry
+-- many
+UPDATE deliveries d
+SET state = 'pending', last_status = u.status, last_error = u.error,
+    next_attempt_at = crashsafe_now(u.now) + make_interval(secs => u.retry_in),
+    lease_owner = NULL, lease_expires = NULL
+FROM unnest(%(endpoint)s::bigint[], %(event)s::bigint[], %(status)s::int[],
+            %(error)s::text[], %(retry_in)s::float8[], %(owner)s::text[],
+            %(attempts)s::int[], %(now)s::float8[])
+     AS u(endpoint, event, status, error, retry_in, owner, attempts, now)
+WHERE d.endpoint = u.endpoint AND d.event = u.event AND d.state = 'leased'
+  AND d.lease_owner = u.owner AND d.attempts = u.attempts;
+
+-- name: delivery_failed
+-- many
+UPDATE deliveries d
+SET state = 'failed', done_at = crashsafe_now(u.now), last_status = u.status,
+    last_error = u.error, lease_owner = NULL, lease_expires = NULL
+FROM unnest(%(endpoint)s::bigint[], %(event)s::bigint[], %(status)s::int[],
+            %(error)s::text[], %(owner)s::text[], %(attempts)s::int[], %(now)s::float8[])
+     AS u(endpoint, event, status, error, owner, attempts, now)
+WHERE d.endpoint = u.endpoint AND d.event = u.event AND d.state = 'leased'
+  AND d.lease_owner = u.owner AND d.attempts = u.attempts;
+
+-- name: disable_endpoint
+UPDATE endpoints SET disabled_at = crashsafe_now(%(now)s), disabled_why = %(why)s
+WHERE id = %(endpoint)s AND disabled_at IS NULL;
+
+-- name: deliveries_due_in
+SELECT
+    extract(epoch FROM (SELECT min(next_attempt_at) FROM deliveries
+                        WHERE endpoint = %(endpoint)s AND state = 'pending')
+                       - crashsafe_now(%(now)s))::float8,
+    extract(epoch FROM (SELECT min(lease_expires) FROM deliveries
+                        WHERE endpoint = %(endpoint)s AND state = 'leased')
+                       - crashsafe_now(%(now)s))::float8;
+
+-- name: list_failed_deliveries
+SELECT e.url, o.crawl, o.record_id, o.version, o.type, d.attempts, d.last_status,
+       d.last_error, extract(epoch FROM d.done_at)::float8
+FROM deliveries d JOIN endpoints e ON e.id = d.endpoint JOIN outbox o ON o.id = d.event
+WHERE d.state = 'failed' AND e.crawl = %(crawl)s
+  AND (%(url)s::text IS NULL OR e.url = %(url)s)
+ORDER BY e.url, d.event;
+
+-- name: replay_failed
+UPDATE deliveries
+SET state = 'pending', attempts = 0, next_attempt_at = 'epoch', done_at = NULL
+WHERE state = 'failed' AND endpoint IN (
+    SELECT id FROM endpoints
+    WHERE crawl = %(crawl)s AND (%(url)s::text IS NULL OR url = %(url)s));
+
+-- name: enable_endpoints
+UPDATE endpoints SET disabled_at = NULL, disabled_why = NULL
+WHERE crawl = %(crawl)s AND (%(url)s::text IS NULL OR url = %(url)s)
+  AND disabled_at IS NOT NULL;

@@ -110,16 +110,29 @@ UPDATE lease_grants SET outcome = :outcome WHERE id = :grant;
 UPDATE lease_grants SET outcome = 'stale' WHERE id = :grant AND outcome IS NULL;
 
 -- name: upsert_record
+-- A changed record, or a gone one yielded again, is a new version (its outbox event is
+-- written by a trigger); every record notes the page and commit that yielded it last.
 INSERT INTO records (crawl, id, source, key, url, content_hash, data,
-                     first_seen, last_changed, version)
-VALUES (:crawl, :id, :source, :key, :url, :hash, :data, :now, :now, 1)
+                     first_seen, last_changed, version, page, seen_grant)
+VALUES (:crawl, :id, :source, :key, :url, :hash, :data, :now, :now, 1, :page, :grant)
 ON CONFLICT (crawl, id) DO UPDATE SET
     url = excluded.url,
     content_hash = excluded.content_hash,
     data = excluded.data,
-    last_changed = excluded.last_changed,
-    version = records.version + 1
-WHERE records.content_hash <> excluded.content_hash;
+    last_changed = CASE WHEN records.content_hash <> excluded.content_hash
+                          OR records.gone_at IS NOT NULL
+                        THEN excluded.last_changed ELSE records.last_changed END,
+    version = records.version + (records.content_hash <> excluded.content_hash
+                                 OR records.gone_at IS NOT NULL),
+    gone_at = NULL,
+    page = excluded.page,
+    seen_grant = excluded.seen_grant;
+
+-- name: mark_gone
+-- The records a page yielded before and not in this commit (grant): gone, a new version.
+UPDATE records
+SET gone_at = :now, last_changed = :now, version = version + 1
+WHERE crawl = :crawl AND page = :page AND gone_at IS NULL AND seen_grant <> :grant;
 
 -- name: mark_done
 UPDATE frontier
@@ -227,7 +240,7 @@ SELECT state, count(*) FROM frontier WHERE crawl = :crawl GROUP BY state;
 SELECT coalesce(sum(links_skipped), 0) FROM frontier WHERE crawl = :crawl;
 
 -- name: count_records
-SELECT count(*) FROM records WHERE crawl = :crawl;
+SELECT count(*) FROM records WHERE crawl = :crawl AND gone_at IS NULL;
 
 -- name: count_grants
 SELECT coalesce(outcome, ''), count(*) FROM lease_grants WHERE crawl = :crawl GROUP BY outcome;
@@ -250,8 +263,13 @@ SET state = 'pending', attempts = 0, next_attempt_at = 0, done_at = NULL
 WHERE state = 'failed' AND (:crawl IS NULL OR crawl = :crawl);
 
 -- name: iter_records
-SELECT crawl, id, source, key, url, version, first_seen, last_changed, data FROM records
+-- Live records; with a time (a change feed): those changed since, gone ones too, and with
+-- changed_only not those first seen since.
+SELECT crawl, id, source, key, url, version, first_seen, last_changed, data, gone_at
+FROM records
 WHERE (:crawl IS NULL OR crawl = :crawl) AND last_changed >= :since
+  AND (gone_at IS NULL OR :since > 0)
+  AND (:changed_only = 0 OR first_seen < :since)
 ORDER BY crawl, first_seen, id;
 
 -- name: get_robots
@@ -290,3 +308,129 @@ WHERE crawl = :crawl AND origin = :origin AND claim_owner = :owner;
 -- name: release_robots
 UPDATE robots SET claim_owner = NULL, claim_until = NULL
 WHERE crawl = :crawl AND origin = :origin AND claim_owner = :owner;
+
+-- ---------------------------------------------------------------------------------------
+-- Recrawls and side effects (store/sql_effects.py)
+
+-- name: requeue_done
+UPDATE frontier
+SET state = 'pending', attempts = 0, next_attempt_at = 0, last_error = NULL
+WHERE crawl = :crawl AND state = 'done' AND done_at <= :now - :older_than;
+
+-- name: add_pass
+INSERT INTO passes (crawl, pass, started_at, requeued)
+VALUES (:crawl, (SELECT coalesce(max(pass), 1) + 1 FROM passes WHERE crawl = :crawl), :now,
+        :requeued)
+RETURNING pass;
+
+-- name: effect_counts
+SELECT
+    (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = :crawl),
+    (SELECT max(started_at) FROM passes WHERE crawl = :crawl),
+    coalesce(sum(version), 0),
+    count(*) FILTER (WHERE version > 1),
+    count(*) FILTER (WHERE gone_at IS NOT NULL),
+    count(*) FILTER (WHERE last_changed >= (SELECT max(started_at) FROM passes
+                                             WHERE crawl = :crawl)
+                       AND first_seen < (SELECT max(started_at) FROM passes
+                                         WHERE crawl = :crawl)),
+    (SELECT count(*) FROM files WHERE crawl = :crawl),
+    (SELECT coalesce(sum(size), 0) FROM files WHERE crawl = :crawl),
+    (SELECT count(*) FROM outbox WHERE crawl = :crawl)
+FROM records WHERE crawl = :crawl;
+
+-- name: count_deliveries
+SELECT d.state, count(*) FROM deliveries d JOIN endpoints e ON e.id = d.endpoint
+WHERE e.crawl = :crawl GROUP BY d.state;
+
+-- name: count_events_since
+SELECT type, count(*) FROM outbox WHERE crawl = :crawl AND at >= :since GROUP BY type;
+
+-- name: put_file
+INSERT INTO files (crawl, sha256, size, content_type, url, stored_at)
+VALUES (:crawl, :sha256, :size, :content_type, :url, :now)
+ON CONFLICT DO NOTHING;
+
+-- name: find_endpoint
+SELECT id, disabled_at, disabled_why FROM endpoints WHERE crawl = :crawl AND url = :url;
+
+-- name: lock_outbox
+-- (SQLite: the write transaction already keeps every page commit out.)
+SELECT 1;
+
+-- name: add_endpoint
+INSERT INTO endpoints (crawl, url, added_at) VALUES (:crawl, :url, :now) RETURNING id;
+
+-- name: add_backlog
+INSERT INTO deliveries (endpoint, event)
+SELECT :endpoint, id FROM outbox WHERE crawl = :crawl
+ON CONFLICT DO NOTHING;
+
+-- name: lease_deliveries
+-- Lapsed leases (their request may have been sent: the attempt counts) and due ones, in
+-- the order the events were written.
+UPDATE deliveries
+SET state = 'leased', lease_owner = :owner, lease_expires = :now + :lease_seconds,
+    attempts = attempts + 1
+WHERE endpoint = :endpoint AND event IN (
+    SELECT event FROM deliveries
+    WHERE endpoint = :endpoint
+      AND ((state = 'pending' AND next_attempt_at <= :now)
+           OR (state = 'leased' AND lease_expires < :now))
+    ORDER BY event
+    LIMIT :limit
+) AND (SELECT disabled_at FROM endpoints WHERE id = :endpoint) IS NULL
+RETURNING event, attempts;
+
+-- name: get_events
+SELECT id, crawl, record_id, version, type, url, data, at FROM outbox
+WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: delivered
+-- Whoever holds it now: the receiver has it (a later answer of another lease is refused).
+UPDATE deliveries
+SET state = 'delivered', done_at = :now, last_status = :status, last_error = NULL,
+    lease_owner = NULL, lease_expires = NULL
+WHERE endpoint = :endpoint AND event = :event AND state <> 'delivered';
+
+-- name: delivery_retry
+UPDATE deliveries
+SET state = 'pending', next_attempt_at = :now + :retry_in, last_status = :status,
+    last_error = :error, lease_owner = NULL, lease_expires = NULL
+WHERE endpoint = :endpoint AND event = :event AND state = 'leased'
+  AND lease_owner = :owner AND attempts = :attempts;
+
+-- name: delivery_failed
+UPDATE deliveries
+SET state = 'failed', done_at = :now, last_status = :status, last_error = :error,
+    lease_owner = NULL, lease_expires = NULL
+WHERE endpoint = :endpoint AND event = :event AND state = 'leased'
+  AND lease_owner = :owner AND attempts = :attempts;
+
+-- name: disable_endpoint
+UPDATE endpoints SET disabled_at = :now, disabled_why = :why
+WHERE id = :endpoint AND disabled_at IS NULL;
+
+-- name: deliveries_due_in
+SELECT
+    (SELECT min(next_attempt_at) FROM deliveries
+     WHERE endpoint = :endpoint AND state = 'pending') - :now,
+    (SELECT min(lease_expires) FROM deliveries
+     WHERE endpoint = :endpoint AND state = 'leased') - :now;
+
+-- name: list_failed_deliveries
+SELECT e.url, o.crawl, o.record_id, o.version, o.type, d.attempts, d.last_status,
+       d.last_error, d.done_at
+FROM deliveries d JOIN endpoints e ON e.id = d.endpoint JOIN outbox o ON o.id = d.event
+WHERE d.state = 'failed' AND e.crawl = :crawl AND (:url IS NULL OR e.url = :url)
+ORDER BY e.url, d.event;
+
+-- name: replay_failed
+UPDATE deliveries
+SET state = 'pending', attempts = 0, next_attempt_at = 0, done_at = NULL
+WHERE state = 'failed' AND endpoint IN (
+    SELECT id FROM endpoints WHERE crawl = :crawl AND (:url IS NULL OR url = :url));
+
+-- name: enable_endpoints
+UPDATE endpoints SET disabled_at = NULL, disabled_why = NULL
+WHERE crawl = :crawl AND (:url IS NULL OR url = :url) AND disabled_at IS NOT NULL;

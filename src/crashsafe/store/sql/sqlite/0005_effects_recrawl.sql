@@ -1,0 +1,103 @@
+-- crashsafe schema, version 5 (SQLite): recrawls, the outbox and its deliveries, files.
+
+-- The page (frontier id) that yielded a record last, and in which commit (its grant id):
+-- a page fetched again marks gone, with a time, the records it yielded before and no
+-- longer yields (or all of them, when it is now 404/410). A gone record that is yielded
+-- again comes back as a new version.
+ALTER TABLE records ADD COLUMN page INTEGER;
+ALTER TABLE records ADD COLUMN seen_grant INTEGER;
+ALTER TABLE records ADD COLUMN gone_at REAL;
+CREATE INDEX records_page ON records (crawl, page);
+
+-- Pass 1 is the first crawl; `crashsafe recrawl` starts pass 2, 3, ... by putting done
+-- URLs back to pending, and notes it here.
+CREATE TABLE passes (
+    crawl      TEXT    NOT NULL,
+    pass       INTEGER NOT NULL,
+    started_at REAL    NOT NULL,
+    requeued   INTEGER NOT NULL,
+    PRIMARY KEY (crawl, pass)
+) WITHOUT ROWID;
+
+-- One event per (record, version), written by the triggers below in the transaction that
+-- creates or changes the record (a page's commit): the outbox cannot miss a change, nor
+-- hold one that did not commit. data is the record as that version had it.
+CREATE TABLE outbox (
+    id        INTEGER PRIMARY KEY,
+    crawl     TEXT    NOT NULL,
+    record_id TEXT    NOT NULL,
+    version   INTEGER NOT NULL,
+    type      TEXT    NOT NULL CHECK (type IN ('record.created', 'record.updated', 'record.gone')),
+    url       TEXT,
+    data      TEXT    NOT NULL,
+    at        REAL    NOT NULL,
+    UNIQUE (crawl, record_id, version)
+);
+
+CREATE TRIGGER records_created AFTER INSERT ON records
+BEGIN
+    INSERT INTO outbox (crawl, record_id, version, type, url, data, at)
+    VALUES (NEW.crawl, NEW.id, NEW.version, 'record.created', NEW.url, NEW.data,
+            NEW.last_changed)
+    ON CONFLICT DO NOTHING;
+END;
+
+CREATE TRIGGER records_changed AFTER UPDATE OF version ON records
+WHEN NEW.version <> OLD.version
+BEGIN
+    INSERT INTO outbox (crawl, record_id, version, type, url, data, at)
+    VALUES (NEW.crawl, NEW.id, NEW.version,
+            CASE WHEN NEW.gone_at IS NULL THEN 'record.updated' ELSE 'record.gone' END,
+            NEW.url, NEW.data, NEW.last_changed)
+    ON CONFLICT DO NOTHING;
+END;
+
+-- A webhook that `crashsafe deliver` sends a crawl's events to; disabled when it answered
+-- 410 Gone (Standard Webhooks), until `crashsafe deliver --replay` turns it on again.
+CREATE TABLE endpoints (
+    id           INTEGER PRIMARY KEY,
+    crawl        TEXT NOT NULL,
+    url          TEXT NOT NULL,
+    added_at     REAL NOT NULL,
+    disabled_at  REAL,
+    disabled_why TEXT,
+    UNIQUE (crawl, url)
+);
+
+-- One delivery per (endpoint, event), leased like a frontier URL so several dispatchers
+-- can run: attempts counts leases granted (a lease lost to a kill counts: the request
+-- may have been sent), and fences the answer (only the current lease's answer is stored).
+CREATE TABLE deliveries (
+    endpoint        INTEGER NOT NULL,
+    event           INTEGER NOT NULL,
+    state           TEXT    NOT NULL DEFAULT 'pending'
+                    CHECK (state IN ('pending', 'leased', 'delivered', 'failed')),
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at REAL    NOT NULL DEFAULT 0,
+    lease_owner     TEXT,
+    lease_expires   REAL,
+    last_status     INTEGER,
+    last_error      TEXT,
+    done_at         REAL,
+    PRIMARY KEY (endpoint, event)
+) WITHOUT ROWID;
+CREATE INDEX deliveries_due ON deliveries (endpoint, state, next_attempt_at);
+
+-- Every event is due to every endpoint of its crawl, from the transaction that writes it.
+CREATE TRIGGER outbox_fan_out AFTER INSERT ON outbox
+BEGIN
+    INSERT INTO deliveries (endpoint, event)
+    SELECT e.id, NEW.id FROM endpoints e WHERE e.crawl = NEW.crawl;
+END;
+
+-- Files pages downloaded, stored once per content under files/ab/cd/<sha256>; a row is
+-- written in the transaction of the page whose record refers to it.
+CREATE TABLE files (
+    crawl        TEXT    NOT NULL,
+    sha256       TEXT    NOT NULL,
+    size         INTEGER NOT NULL,
+    content_type TEXT,
+    url          TEXT    NOT NULL,   -- the first URL it was downloaded from
+    stored_at    REAL    NOT NULL,
+    PRIMARY KEY (crawl, sha256)
+) WITHOUT ROWID;

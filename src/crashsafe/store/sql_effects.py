@@ -1,0 +1,183 @@
+"""Recrawls and the outbox of an SQL store: passes, effect figures, webhook deliveries.
+
+The outbox itself is written by triggers (``sql/<dialect>/0005``/``0003``): a record's
+new version and its event commit together, in the page's transaction, and every event is
+fanned out to a ``deliveries`` row per endpoint of its crawl in that same transaction.
+What is here leases those deliveries to dispatchers as the frontier leases URLs: a lease
+that lapses (a killed dispatcher) is due again and counts an attempt; an answer is
+stored only by the lease that is still current, but for "delivered", which is true
+whoever says it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from crashsafe.store.sql_base import SQLBase, first
+from crashsafe.store.values import (
+    Delivery,
+    DeliveryResult,
+    EffectStats,
+    Endpoint,
+    FailedDelivery,
+    Pass,
+    storable,
+)
+
+
+class SQLEffects(SQLBase):
+    """Passes, effect figures and deliveries over the named queries."""
+
+    # -- recrawls ----------------------------------------------------------------------
+    def recrawl(self, crawl: str, *, older_than: float = 0.0) -> Pass:
+        """Put the crawl's done URLs finished at least ``older_than`` seconds ago back to
+        pending, as pass N + 1. Their pages are fetched again by the next crawl run:
+        changed records get a new version, records a page no longer yields are gone."""
+
+        def go() -> Pass:
+            p = {"crawl": crawl, "now": self._now(), "older_than": older_than}
+            with self._write() as tx:
+                n = tx.run("requeue_done", p)
+                if n == 0:
+                    return Pass(0, 0)
+                number = first(tx.rows("add_pass", {**p, "requeued": n}))
+                return Pass(int(number), n)
+
+        return self._run(go)
+
+    def effect_stats(self, crawl: str) -> EffectStats:
+        def go() -> EffectStats:
+            p = {"crawl": crawl}
+            with self._read() as tx:  # one snapshot
+                (passes, last_at, versions, changed, gone, changed_last, files, size,
+                 events) = tx.rows("effect_counts", p)[0]  # fmt: skip
+                deliveries = dict(tx.rows("count_deliveries", p))
+            return EffectStats(
+                crawl, int(passes), last_at, int(versions), int(changed), int(gone),
+                int(changed_last), int(files), int(size), int(events), deliveries,
+            )  # fmt: skip
+
+        return self._run(go)
+
+    def events_since(self, crawl: str, since: float) -> dict[str, int]:
+        """Outbox events written at or after ``since`` (the store's clock), by type."""
+
+        def go() -> dict[str, int]:
+            with self._read() as tx:
+                return dict(tx.rows("count_events_since", {"crawl": crawl, "since": since}))
+
+        return self._run(go)
+
+    # -- endpoints and deliveries ------------------------------------------------------
+    def endpoint(self, crawl: str, url: str) -> Endpoint:
+        """The endpoint ``url`` of ``crawl``, added with the crawl's whole outbox as its
+        backlog the first time."""
+
+        def go() -> Endpoint:
+            p = {"crawl": crawl, "url": url, "now": self._now()}
+            with self._write() as tx:
+                found = tx.rows("find_endpoint", p)
+                if not found:
+                    tx.rows("lock_outbox", {})
+                    found = tx.rows("find_endpoint", p)  # (added meanwhile by another)
+                if found:
+                    [(id_, disabled_at, why)] = found
+                    return Endpoint(int(id_), crawl, url, disabled_at, why)
+                id_ = first(tx.rows("add_endpoint", p))
+                tx.run("add_backlog", {"endpoint": id_, "crawl": crawl})
+                return Endpoint(int(id_), crawl, url, None, None)
+
+        return self._run(go)
+
+    def lease_deliveries(
+        self, endpoint: int, owner: str, limit: int, lease_seconds: float
+    ) -> list[Delivery]:
+        """Up to ``limit`` deliveries due to ``endpoint`` (none while it is disabled)."""
+        if limit <= 0:
+            return []
+
+        def go() -> list[Delivery]:
+            p = {"endpoint": endpoint, "owner": owner, "limit": limit,
+                 "lease_seconds": lease_seconds, "now": self._now()}  # fmt: skip
+            with self._write() as tx:
+                leased = dict(tx.rows("lease_deliveries", p))
+                if not leased:
+                    return []
+                events = tx.rows("get_events", {"ids": sorted(leased)})
+            return sorted(
+                (Delivery(endpoint, int(id_), int(leased[id_]), crawl, record_id, int(version),
+                          type_, url, data, float(at))
+                 for id_, crawl, record_id, version, type_, url, data, at in events),
+                key=lambda d: d.event,
+            )  # fmt: skip
+
+        return self._run(go)
+
+    def finish_deliveries(self, owner: str, results: Sequence[DeliveryResult]) -> None:
+        """Store the answers; a retry or failure is dropped if the lease is no longer
+        ``owner``'s current one (it lapsed and was granted again)."""
+        if not results:
+            return
+        now = self._now()
+        rows: dict[str, list[dict[str, Any]]] = {"delivered": [], "retry": [], "failed": []}
+        for r in results:
+            d = r.delivery
+            row: dict[str, Any] = {"endpoint": d.endpoint, "event": d.event,
+                                   "status": r.status, "now": now}  # fmt: skip
+            if r.kind != "delivered":
+                row |= {"error": storable(r.error or ""), "owner": owner,
+                        "attempts": d.attempts}  # fmt: skip
+            if r.kind == "retry":
+                row["retry_in"] = r.retry_in
+            rows[r.kind].append(row)
+
+        def go() -> None:
+            with self._write() as tx:
+                for kind, name in (("delivered", "delivered"), ("retry", "delivery_retry"),
+                                   ("failed", "delivery_failed")):  # fmt: skip
+                    if rows[kind]:
+                        tx.many(name, rows[kind])
+
+        self._run(go)
+
+    def disable_endpoint(self, endpoint: int, why: str) -> None:
+        def go() -> None:
+            with self._write() as tx:
+                p = {"endpoint": endpoint, "why": storable(why), "now": self._now()}
+                tx.run("disable_endpoint", p)
+
+        self._run(go)
+
+    def deliveries_due(self, endpoint: int) -> float | None:
+        """Seconds until a delivery to ``endpoint`` is due (0: now; None: none open)."""
+
+        def go() -> float | None:
+            with self._read() as tx:
+                pending, leased = tx.rows(
+                    "deliveries_due_in", {"endpoint": endpoint, "now": self._now()}
+                )[0]
+            times = [float(t) for t in (pending, leased) if t is not None]
+            return max(0.0, min(times)) if times else None
+
+        return self._run(go)
+
+    def failed_deliveries(self, crawl: str, url: str | None = None) -> list[FailedDelivery]:
+        def go() -> list[FailedDelivery]:
+            with self._read() as tx:
+                rows = tx.rows("list_failed_deliveries", {"crawl": crawl, "url": url})
+            return [FailedDelivery(*row) for row in rows]
+
+        return self._run(go)
+
+    def replay_deliveries(self, crawl: str, url: str | None = None) -> int:
+        """Failed deliveries (to ``url``, or every endpoint of ``crawl``) due again from
+        the start of the schedule, and their endpoints enabled; return how many."""
+
+        def go() -> int:
+            p = {"crawl": crawl, "url": url}
+            with self._write() as tx:
+                tx.run("enable_endpoints", p)
+                return tx.run("replay_failed", p)
+
+        return self._run(go)

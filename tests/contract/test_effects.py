@@ -1,0 +1,218 @@
+"""The Store contract for recrawls, gone records, files and the outbox's deliveries."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+
+import pytest
+
+from crashsafe.store import (
+    DeliveryResult,
+    FileRow,
+    NewUrl,
+    PageOutcome,
+    RecordRow,
+    Store,
+)
+from tests.clock import ManualClock
+
+C = "c"
+HOOK = "http://127.0.0.1:9/hook"
+_fresh = itertools.count()
+
+
+def rec(key: str, price: str) -> RecordRow:
+    return RecordRow.build(id=f"id-{key}", source="s", key=key, url=None, data={"price": price})
+
+
+def crawl_page(store: Store, url: str, records: list[RecordRow], **kw: object) -> None:
+    """Lease ``url`` and commit it done with ``records``."""
+    owner = store.register_worker()
+    leased = store.lease(C, owner, 100, 60)
+    [lease] = [x for x in leased if x.url == url]
+    store.release(C, [(x, False) for x in leased if x.url != url])
+    out = PageOutcome(lease, "done", 200, records=records, **kw)  # type: ignore[arg-type]
+    assert store.commit_pages(C, [out]) == [None]
+
+
+def versions(store: Store, since: float = 0.0, changed_only: bool = False) -> dict[str, int]:
+    return {
+        r.key + ("(gone)" if r.gone_at else ""): r.version
+        for r in store.iter_records(C, since=since, changed_only=changed_only)
+    }
+
+
+def events(store: Store) -> list[tuple[str, int, str]]:
+    """Every outbox event of the crawl, through a fresh endpoint's backlog."""
+    endpoint = store.endpoint(C, f"{HOOK}/{next(_fresh)}")
+    owner = store.register_worker()
+    leased = store.lease_deliveries(endpoint.id, owner, 1000, 60)
+    return [(d.record_id.removeprefix("id-"), d.version, d.type) for d in leased]
+
+
+def test_a_recrawl_versions_changed_records_and_marks_missing_ones_gone(
+    store: Store, clock: ManualClock
+) -> None:
+    store.enqueue(C, [NewUrl("http://a/1")])
+    crawl_page(store, "http://a/1", [rec("a", "1"), rec("b", "2"), rec("c", "3")])
+    clock.advance(10)
+    started = clock.now
+    assert store.recrawl(C).requeued == 1
+    assert store.stats(C).pending == 1
+    crawl_page(store, "http://a/1", [rec("a", "1"), rec("b", "20")])  # c is no longer there
+
+    assert versions(store) == {"a": 1, "b": 2}  # a live export has no gone record
+    assert versions(store, since=started) == {"b": 2, "c(gone)": 2}
+    gone = next(r for r in store.iter_records(C, since=started) if r.gone_at)
+    assert gone.gone_at == gone.last_changed == pytest.approx(started, abs=1e-3)
+    assert gone.data == {"price": "3"}
+    stats = store.effect_stats(C)
+    assert (stats.passes, stats.gone, stats.changed_last_pass, stats.versions) == (2, 1, 2, 5)
+    assert store.stats(C).records == 2
+    assert sorted(events(store)) == [
+        ("a", 1, "record.created"),
+        ("b", 1, "record.created"),
+        ("b", 2, "record.updated"),
+        ("c", 1, "record.created"),
+        ("c", 2, "record.gone"),
+    ]
+
+    # Pass 3: c is back (a new version), b unchanged (no new version, no event).
+    clock.advance(10)
+    assert store.recrawl(C).number == 3
+    crawl_page(store, "http://a/1", [rec("a", "1"), rec("b", "20"), rec("c", "3")])
+    assert versions(store) == {"a": 1, "b": 2, "c": 3}
+    assert ("c", 3, "record.updated") in events(store)
+    assert len(events(store)) == 6
+
+
+def test_changed_only_leaves_out_records_first_seen_in_the_window(
+    store: Store, clock: ManualClock
+) -> None:
+    store.enqueue(C, [NewUrl("http://a/1")])
+    crawl_page(store, "http://a/1", [rec("a", "1")])
+    clock.advance(5)
+    since = clock.now
+    store.recrawl(C)
+    crawl_page(store, "http://a/1", [rec("a", "2"), rec("new", "1")])
+    assert versions(store, since=since) == {"a": 2, "new": 1}
+    assert versions(store, since=since, changed_only=True) == {"a": 2}
+
+
+def test_a_page_now_gone_takes_its_records_with_it(store: Store, clock: ManualClock) -> None:
+    store.enqueue(C, [NewUrl("http://a/1"), NewUrl("http://a/2")])
+    crawl_page(store, "http://a/1", [rec("a", "1")])
+    crawl_page(store, "http://a/2", [rec("b", "1")])
+    clock.advance(1)
+    store.recrawl(C)
+    owner = store.register_worker()
+    leases = {x.url: x for x in store.lease(C, owner, 10, 60)}
+    outs = [
+        PageOutcome(leases["http://a/1"], "done", 404),  # now 404: done, no records
+        PageOutcome(leases["http://a/2"], "done", 200, records=[rec("b", "1")]),
+    ]
+    assert store.commit_pages(C, outs) == [None, None]
+    assert versions(store, since=clock.now) == {"a(gone)": 2}
+    assert store.effect_stats(C).gone == 1
+
+
+def test_recrawl_older_than_requeues_only_pages_done_long_enough_ago(
+    store: Store, clock: ManualClock
+) -> None:
+    store.enqueue(C, [NewUrl("http://a/old"), NewUrl("http://a/new")])
+    crawl_page(store, "http://a/old", [])
+    clock.advance(3600)
+    crawl_page(store, "http://a/new", [])
+    clock.advance(60)
+    assert store.recrawl(C, older_than=7200).requeued == 0
+    assert store.effect_stats(C).passes == 1  # no pass begins when nothing is requeued
+    started = store.recrawl(C, older_than=1800)
+    assert (started.number, started.requeued) == (2, 1)
+    assert [x.url for x in store.lease(C, store.register_worker(), 10, 60)] == ["http://a/old"]
+
+
+def test_a_record_that_moves_to_another_page_is_not_gone(store: Store) -> None:
+    store.enqueue(C, [NewUrl("http://a/1"), NewUrl("http://a/2")])
+    crawl_page(store, "http://a/1", [rec("a", "1")])
+    store.recrawl(C)
+    crawl_page(store, "http://a/2", [rec("a", "1")])  # a is on page 2 now
+    crawl_page(store, "http://a/1", [])
+    assert versions(store) == {"a": 1}
+
+
+def test_files_are_counted_once_per_content(store: Store) -> None:
+    store.enqueue(C, [NewUrl("http://a/1"), NewUrl("http://a/2")])
+    f = FileRow("ab" * 32, 10, "image/png", "http://a/img.png")
+    crawl_page(store, "http://a/1", [], files=[f, f])
+    crawl_page(store, "http://a/2", [], files=[FileRow("ab" * 32, 10, None, "http://b/x")])
+    stats = store.effect_stats(C)
+    assert (stats.files, stats.file_bytes) == (1, 10)
+
+
+def test_an_endpoint_gets_its_backlog_and_every_later_event(store: Store) -> None:
+    store.enqueue(C, [NewUrl("http://a/1"), NewUrl("http://a/2")])
+    crawl_page(store, "http://a/1", [rec("a", "1")])
+    endpoint = store.endpoint(C, HOOK)
+    assert store.endpoint(C, HOOK).id == endpoint.id  # the same endpoint again
+    crawl_page(store, "http://a/2", [rec("b", "1")])
+    owner = store.register_worker()
+    leased = store.lease_deliveries(endpoint.id, owner, 10, 60)
+    assert [(d.record_id, d.version, d.type, d.attempts) for d in leased] == [
+        ("id-a", 1, "record.created", 1),
+        ("id-b", 1, "record.created", 1),
+    ]
+    assert json.loads(leased[0].data) == {"price": "1"}
+    store.finish_deliveries(owner, [DeliveryResult(d, "delivered", 200) for d in leased])
+    assert store.lease_deliveries(endpoint.id, owner, 10, 60) == []
+    assert store.deliveries_due(endpoint.id) is None
+    assert store.effect_stats(C).deliveries == {"delivered": 2}
+
+
+def test_deliveries_are_leased_and_answers_fenced(
+    open_stores: Callable[[], Store], clock: ManualClock
+) -> None:
+    a, b = open_stores(), open_stores()
+    a.enqueue(C, [NewUrl("http://a/1")])
+    crawl_page(a, "http://a/1", [rec("a", "1")])
+    endpoint = a.endpoint(C, HOOK)
+    owner_a, owner_b = a.register_worker(), b.register_worker()
+    [first] = a.lease_deliveries(endpoint.id, owner_a, 10, 30)
+    assert b.lease_deliveries(endpoint.id, owner_b, 10, 30) == []  # leased to a
+    assert b.deliveries_due(endpoint.id) == 30
+    clock.advance(31)  # a's lease lapses (a was killed, say): b takes it, an attempt more
+    [second] = b.lease_deliveries(endpoint.id, owner_b, 10, 30)
+    assert second.attempts == 2
+    # a's late answer is refused; b's retry is stored.
+    a.finish_deliveries(owner_a, [DeliveryResult(first, "failed", 500, "HTTP 500")])
+    b.finish_deliveries(owner_b, [DeliveryResult(second, "retry", 503, "HTTP 503", 5.0)])
+    assert b.deliveries_due(endpoint.id) == 5
+    clock.advance(5)
+    [third] = a.lease_deliveries(endpoint.id, owner_a, 10, 30)
+    a.finish_deliveries(owner_a, [DeliveryResult(third, "failed", 500, "HTTP 500")])
+    [failed] = a.failed_deliveries(C)
+    assert (failed.endpoint_url, failed.record_id, failed.attempts, failed.status) == (
+        HOOK, "id-a", 3, 500,
+    )  # fmt: skip
+    assert a.replay_deliveries(C) == 1
+    [again] = a.lease_deliveries(endpoint.id, owner_a, 10, 30)
+    assert again.attempts == 1
+    # "delivered" holds whoever says it: the lease it came on may have lapsed.
+    b.finish_deliveries(owner_b, [DeliveryResult(second, "delivered", 200)])
+    assert a.failed_deliveries(C) == [] and a.deliveries_due(endpoint.id) is None
+
+
+def test_a_disabled_endpoint_leases_nothing_until_replayed(store: Store) -> None:
+    store.enqueue(C, [NewUrl("http://a/1")])
+    crawl_page(store, "http://a/1", [rec("a", "1")])
+    endpoint = store.endpoint(C, HOOK)
+    owner = store.register_worker()
+    [d] = store.lease_deliveries(endpoint.id, owner, 10, 30)
+    store.disable_endpoint(endpoint.id, "410 Gone")
+    store.finish_deliveries(owner, [DeliveryResult(d, "retry", 410, "410 Gone", 0.0)])
+    assert store.endpoint(C, HOOK).disabled_why == "410 Gone"
+    assert store.lease_deliveries(endpoint.id, owner, 10, 30) == []
+    store.replay_deliveries(C, HOOK)
+    assert store.endpoint(C, HOOK).disabled_at is None
+    assert len(store.lease_deliveries(endpoint.id, owner, 10, 30)) == 1
