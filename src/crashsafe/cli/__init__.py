@@ -20,6 +20,7 @@ COMMANDS = {
     "failed": "failed_cmds:failed",
     "retry": "failed_cmds:retry",
     "export": "export_cmd:export",
+    "recrawl": "effects_cmds:recrawl",
     "parse": "try_cmds:parse_cmd",
     "shell": "try_cmds:shell",
     "demo-site": "demo_cmds:demo_site",

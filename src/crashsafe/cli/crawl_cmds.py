@@ -25,6 +25,7 @@ from crashsafe.text import printable
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from crashsafe.cli.effects_cmds import RunMark
     from crashsafe.cli.export_cmd import Feed
     from crashsafe.crawl.engine import CrawlResult
 
@@ -61,12 +62,14 @@ def summary(result: CrawlResult) -> str:
     )
 
 
-def report_result(result: CrawlResult, db_url: str) -> None:
+def report_result(result: CrawlResult, db_url: str, this_run: str | None = None) -> None:
     """Print how the run ended and exit accordingly: 130 interrupted; 1 when the crawl
     stored nothing while URLs failed (every page failed, the start URLs unreachable, a
     spider that yields what cannot be stored); 0 otherwise."""
     s = result.stats
     click.echo(summary(result), err=True)
+    if this_run is not None:
+        click.echo(f"  {this_run}", err=True)
     if s.failed:
         store = open_db(db_url, readonly=True)
         try:
@@ -164,6 +167,9 @@ def crawl(
     settings = spider_cls.crawl_settings(**overrides)
     progress = not no_progress and sys.stderr.isatty()
     store = open_db(db_url, create=True)
+    from crashsafe.cli.effects_cmds import RunMark
+
+    before = RunMark.take(store, spider_cls.name)
     if workers > 1:
         if os.name != "posix":
             store.close()
@@ -175,7 +181,7 @@ def crawl(
         args += [f"--set={pair}" for pair in sets]
         args += [f"--{k.replace('_', '-')}={v}" for k, v in options.items() if v is not None]
         with contextlib.closing(store):
-            run_as_workers(store, spider_cls.name, workers, args, progress, feed)
+            run_as_workers(store, spider_cls.name, workers, args, progress, feed, before)
         return
     try:
         crawler = Crawler(
@@ -187,19 +193,27 @@ def crawl(
             store_server=None if store_fd is None else socket.socket(fileno=store_fd),
         )
         result = aio.run(crawler.run())
+        this_run = RunMark.take(store, spider_cls.name).since(before)
     finally:
         store.close()
     if parent_fd is not None:  # a worker: the command that started it reports
         sys.exit(130 if result.interrupted else 0)
     if feed is not None and not result.interrupted:
         feed.write(db_url, spider_cls.name)
-    report_result(result, db_url)
+    report_result(result, db_url, this_run)
 
 
 def run_as_workers(
-    store: Store, crawl: str, n: int, args: list[str], progress: bool, feed: Feed | None = None
+    store: Store,
+    crawl: str,
+    n: int,
+    args: list[str],
+    progress: bool,
+    feed: Feed | None = None,
+    before: RunMark | None = None,
 ) -> None:
     """``crawl --workers n``: run the workers, then report for the whole crawl."""
+    from crashsafe.cli.effects_cmds import RunMark
     from crashsafe.cli.workers import run_workers
     from crashsafe.crawl.engine import CrawlResult
     from crashsafe.store.process import how_it_ended
@@ -208,6 +222,7 @@ def run_as_workers(
     serve = store.url.startswith("sqlite:")  # PostgreSQL: each worker connects itself
     codes = run_workers(n, args, store.url, progress=progress, serve_store=serve)
     stats = store.stats(crawl)
+    this_run = None if before is None else RunMark.take(store, crawl).since(before)
     # A worker exits 130 after a Ctrl-C; a second Ctrl-C may catch it after its own
     # handler is gone, and the signal itself ends it: an interruption too, not a failure.
     interrupted = {130, -signal.SIGINT, -signal.SIGTERM}
@@ -224,7 +239,7 @@ def run_as_workers(
         sys.exit(1)
     if feed is not None and not stopped:
         feed.write(store.url, crawl)
-    report_result(result, store.url)
+    report_result(result, store.url, this_run)
 
 
 def stats_table(rows: list[CrawlStats]) -> Table:
@@ -279,18 +294,24 @@ def crawl_names(store: Store, crawl: str | None) -> list[str]:
 @click.option("--crawl", "crawl_name", help="Only this crawl.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(db_url: str, crawl_name: str | None, as_json: bool) -> None:
-    """Per crawl: URLs by state, records, lease grants, requests and repeats; and the
-    workers: alive, or dead while still holding leases."""
+    """Per crawl: URLs by state, records, lease grants, requests and repeats; passes,
+    record versions, gone records, files and webhook deliveries; and the workers: alive,
+    or dead while still holding leases."""
+    from crashsafe.cli.effects_cmds import effects_table
+
     store = open_db(db_url, readonly=True)
     try:
-        rows = [store.stats(name) for name in crawl_names(store, crawl_name)]
+        names = crawl_names(store, crawl_name)
+        rows = [store.stats(name) for name in names]
+        effects = [store.effect_stats(name) for name in names]
         workers = store.workers(crawl_name)
     finally:
         store.close()
     if as_json:
         out = []
-        for s in rows:
+        for s, e in zip(rows, effects, strict=True):
             item = {k: getattr(s, k) for k in s.__dataclass_fields__}
+            item["effects"] = dataclasses.asdict(e)
             item["known"], item["requests_per_record"] = s.known, s.requests_per_record
             item["workers"] = [
                 {**dataclasses.asdict(w), "started_at": iso_time(w.started_at)}
@@ -307,5 +328,6 @@ def status(db_url: str, crawl_name: str | None, as_json: bool) -> None:
 
         console = Console(width=None if sys.stdout.isatty() else 160)
         console.print(stats_table(rows))
+        console.print(effects_table(effects))
         if workers:
             console.print(workers_table(workers))

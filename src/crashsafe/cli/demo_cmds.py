@@ -52,6 +52,15 @@ def shop_options(f: click.decorators.FC) -> click.decorators.FC:
                 help="Listings each listing links (next, then page numbers).",
             ),
             click.option("--seed", default=0, show_default=True, type=int),
+            click.option(
+                "--round",
+                default=0,
+                show_default=True,
+                type=click.IntRange(0),
+                help="Serve the shop as of this repricing round: each round changes about "
+                "10 % of prices and discontinues about 2 % of products (404), so a "
+                "`crashsafe recrawl` has changes to find.",
+            ),
         ]
     ):
         f = option(f)

@@ -23,19 +23,30 @@ from crashsafe.store import Store, StoredRecord
 from crashsafe.text import csv_cell
 
 
-def parse_since(text: str | None) -> float:
+def parse_since(text: str | None, store: Store | None = None, crawl: str | None = None) -> float:
+    """``--since``: an ISO time, or ``last-pass`` (when the crawl's last recrawl began)."""
     if not text:
         return 0.0
+    if text == "last-pass" and store is not None:
+        names = crawl_names(store, crawl)
+        starts = [store.effect_stats(name).last_pass_at for name in names]
+        if len(names) != 1 or starts[0] is None:
+            which = "the crawl has" if len(names) == 1 else "give --crawl: only one crawl has"
+            raise ConfigError(f"--since last-pass: {which} no recrawl (`crashsafe recrawl`)")
+        return float(starts[0])
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
-        raise ConfigError(f"--since {text!r}: use an ISO time like 2026-11-30T08:00:00Z") from None
+        raise ConfigError(
+            f"--since {text!r}: use an ISO time like 2026-11-30T08:00:00Z, or last-pass"
+        ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when.timestamp()
 
 
 def _record_dict(r: StoredRecord) -> dict[str, Any]:
+    gone = {} if r.gone_at is None else {"gone_at": iso_time(r.gone_at)}
     return {
         "id": r.id,
         "crawl": r.crawl,
@@ -45,15 +56,18 @@ def _record_dict(r: StoredRecord) -> dict[str, Any]:
         "version": r.version,
         "first_seen": iso_time(r.first_seen),
         "last_changed": iso_time(r.last_changed),
+        **gone,
         "data": r.data,
     }
 
 
 @contextlib.contextmanager
-def _records(store: Store, crawl: str | None, since: float) -> Iterator[Iterator[StoredRecord]]:
+def _records(
+    store: Store, crawl: str | None, since: float, changed_only: bool = False
+) -> Iterator[Iterator[StoredRecord]]:
     """``store.iter_records``, its cursor closed on the way out (a write that fails half-way
     must not leave it to be closed after the store, with an error of its own)."""
-    records = store.iter_records(crawl, since=since)
+    records = store.iter_records(crawl, since=since, changed_only=changed_only)
     try:
         yield records
     finally:
@@ -75,23 +89,31 @@ def _as_is(value: Any) -> Any:
 
 
 def write_csv(
-    store: Store, crawl: str | None, since: float, out: IO[str], *, raw: bool = False
+    store: Store,
+    crawl: str | None,
+    since: float,
+    out: IO[str],
+    *,
+    raw: bool = False,
+    changed_only: bool = False,
 ) -> int:
     """Records as CSV, one column per data key; cells a spreadsheet would run as formulas
     are neutralised (:func:`crashsafe.text.csv_cell`) unless ``raw``."""
     cell: Callable[[Any], Any] = _as_is if raw else csv_cell
     fields: dict[str, None] = {}
-    with _records(store, crawl, since) as records:  # first pass: the union of data keys
+    with _records(store, crawl, since, changed_only) as records:  # the union of data keys
         for r in records:
             if isinstance(r.data, dict):
                 fields.update(dict.fromkeys(r.data))
     head = ["id", "crawl", "source", "key", "url", "version", "first_seen", "last_changed"]
+    if since:  # a change feed: gone records are in it
+        head.append("gone_at")
     writer = csv.writer(out)
     writer.writerow(head + [f for f in fields if f not in head])
     n = 0
-    with _records(store, crawl, since) as records:
+    with _records(store, crawl, since, changed_only) as records:
         for r in records:
-            row = _record_dict(r)
+            row = {"gone_at": None, **_record_dict(r)}
             data = r.data if isinstance(r.data, dict) else {"data": r.data}
             cells = [row[h] for h in head]
             for f in fields:
@@ -192,12 +214,19 @@ class Feed:
 
 
 def write_records(
-    store: Store, crawl: str | None, since: float, out: IO[str], fmt: str, *, raw: bool = False
+    store: Store,
+    crawl: str | None,
+    since: float,
+    out: IO[str],
+    fmt: str,
+    *,
+    raw: bool = False,
+    changed_only: bool = False,
 ) -> int:
     if fmt == "csv":
-        return write_csv(store, crawl, since, out, raw=raw)
+        return write_csv(store, crawl, since, out, raw=raw, changed_only=changed_only)
     write = write_jsonl if fmt == "jsonl" else write_json
-    with _records(store, crawl, since) as records:
+    with _records(store, crawl, since, changed_only) as records:
         return write(records, out)
 
 
@@ -206,7 +235,16 @@ def write_records(
 @click.option("--crawl", "crawl_name", help="Only this crawl.")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "json", "csv"]), default="jsonl")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="File (default stdout).")
-@click.option("--since", help="Only records changed at or after this ISO time.")
+@click.option(
+    "--since",
+    help="A change feed: records created, changed or gone at or after this ISO time, or "
+    "since the last recrawl began (last-pass); gone ones have gone_at.",
+)
+@click.option(
+    "--changed-only",
+    is_flag=True,
+    help="With --since: only records that existed before it (updated or gone, not new).",
+)
 @click.option(
     "--csv-raw",
     is_flag=True,
@@ -218,6 +256,7 @@ def export(
     fmt: str,
     output: str | None,
     since: str | None,
+    changed_only: bool,
     csv_raw: bool,
 ) -> None:
     """Write stored records as JSON Lines, a JSON array or CSV.
@@ -225,12 +264,16 @@ def export(
     CSV cells that start with = + - @ (a formula to a spreadsheet) get a leading ' unless
     --csv-raw is given.
     """
-    since_ts = parse_since(since)
+    if changed_only and not since:
+        raise ConfigError("--changed-only needs --since (a time, or last-pass)")
     store = open_db(db_url, readonly=True)
     try:
         crawl_names(store, crawl_name)
+        since_ts = parse_since(since, store, crawl_name)
         with _open_output(output) as out:
-            n = write_records(store, crawl_name, since_ts, out, fmt, raw=csv_raw)
+            n = write_records(
+                store, crawl_name, since_ts, out, fmt, raw=csv_raw, changed_only=changed_only
+            )
     finally:
         store.close()
     if output:

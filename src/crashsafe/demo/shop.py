@@ -1,12 +1,12 @@
 """The demo shop: listing pages linking products, counted server-side.
 
 Listing ``/list/N`` links its products and ``/list/N+1`` (and, with ``pager``, the
-listings after it too, like a shop's page-number bar); a product page shows sku, name
-and price. ``/stats`` counts page requests as the server saw them (by path, query
-ignored), ``/catalogue`` is the ground truth every crawl is checked against,
-``/log?since=T[&agent=UA]`` lists page requests after time ``T`` (Unix seconds) with
-their User-Agent (or only those from ``UA``), ``POST /reset``
-zeroes the counters (the kill test runs several crawls against one shop).
+listings after it too, like a shop's page-number bar); a product page shows sku, name,
+price and a picture (``/image/N.png``, shared by many products). ``/stats`` counts page
+requests as the server saw them (by path, query ignored), ``/catalogue`` is the ground
+truth every crawl is checked against, ``/log?since=T[&agent=UA]`` lists page requests
+after time ``T`` (Unix seconds) with their User-Agent (or only those from ``UA``),
+``POST /reset`` zeroes the counters (the kill test runs several crawls against one shop).
 """
 
 from __future__ import annotations
@@ -39,6 +39,10 @@ class ShopOptions:
         pager: listings link this many following listings (``next`` and ``page`` links), so
             discovering the listings is not one long chain of requests.
         seed: for the error draw.
+        round: the shop as of this repricing round (0: as first published). Each round
+            changes the price of about ``PRICE_CHANGES`` of the products and
+            discontinues about ``DISCONTINUED`` (their page answers 404 and no listing
+            links them): a recrawl after a round has changes to find.
     """
 
     listings: int = 25
@@ -50,6 +54,7 @@ class ShopOptions:
     dup_links: bool = False
     pager: int = 1
     seed: int = 0
+    round: int = 0
 
     @property
     def products(self) -> int:
@@ -64,8 +69,19 @@ def sku(n: int) -> str:
     return f"SKU-{n:05d}"
 
 
-def product(n: int) -> dict[str, str]:
-    """Name and price of product ``n``: derived from ``n``, the same in every run."""
+PRICE_CHANGES = 0.10  # share of products whose price a round changes
+DISCONTINUED = 0.02  # share of products a round discontinues
+IMAGES = 7  # distinct product pictures: products share them (one file per content)
+
+
+def product(n: int, round: int = 0) -> dict[str, str]:
+    """Name and price of product ``n`` as of ``round``: derived from ``n`` and the rounds
+    that changed its price, the same in every run."""
+    changed = [r for r in range(1, round + 1) if _draw(r, f"price:{n}") < PRICE_CHANGES]
+    if changed:
+        base = product(n)
+        cents = 100 + int(_draw(changed[-1], f"cents:{n}") * 99_900)
+        return {**base, "price": f"{cents / 100:.2f}"}
     digest = hashlib.sha256(str(n).encode()).digest()
     cents = 100 + int.from_bytes(digest[:4], "big") % 99_900
     adjective = ["Red", "Blue", "Steel", "Oak", "Tiny", "Grand", "Swift", "Quiet"][digest[4] % 8]
@@ -79,6 +95,17 @@ def _draw(seed: int, path: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
+def discontinued(n: int, round: int) -> bool:
+    """Whether product ``n`` is gone as of ``round`` (once gone, it stays gone)."""
+    return any(_draw(r, f"gone:{n}") < DISCONTINUED for r in range(1, round + 1))
+
+
+def image(n: int) -> bytes:
+    """Product ``n``'s picture: one of ``IMAGES`` contents, some kilobytes each."""
+    seed = hashlib.sha256(f"image:{n % IMAGES}".encode()).digest()
+    return b"\x89PNG\r\n\x1a\n" + seed * (64 + n % IMAGES)
+
+
 class Shop:
     def __init__(self, options: ShopOptions) -> None:
         self.options = options
@@ -90,6 +117,7 @@ class Shop:
         app = web.Application()
         app.router.add_get("/list/{n}", self.listing)
         app.router.add_get("/product/{sku}", self.product_page)
+        app.router.add_get("/image/{n}.png", self.image_file)
         app.router.add_get("/robots.txt", self.robots)
         app.router.add_get("/stats", self.stats)
         app.router.add_post("/reset", self.reset)
@@ -119,7 +147,11 @@ class Shop:
         """The product links of listing ``n``, with the chaos options applied."""
         o = self.options
         first = n * o.per_listing
-        links = [f"/product/{sku(i)}" for i in range(first, first + o.per_listing)]
+        links = [
+            f"/product/{sku(i)}"
+            for i in range(first, first + o.per_listing)
+            if not discontinued(i, o.round)
+        ]
         if o.dup_links:
             links += links
         if o.tracking and n > 0:
@@ -159,15 +191,28 @@ class Shop:
             n = int(code.removeprefix("SKU-"))
         except ValueError:
             raise web.HTTPNotFound() from None
-        if not 0 <= n < self.options.products or code != sku(n):
+        o = self.options
+        if not 0 <= n < o.products or code != sku(n) or discontinued(n, o.round):
             raise web.HTTPNotFound()
-        p = product(n)
+        p = product(n, o.round)
         body = (
             f'<html><body><h1 class="name">{p["name"]}</h1>'
             f'<span class="sku">{p["sku"]}</span> <span class="price">{p["price"]}</span>'
+            f'<img class="photo" src="/image/{n}.png">'
             "</body></html>"
         )
         return web.Response(text=body, content_type="text/html")
+
+    async def image_file(self, request: web.Request) -> web.Response:
+        if (fail := await self._page_gate(request)) is not None:
+            return fail
+        try:
+            n = int(request.match_info["n"])
+        except ValueError:
+            raise web.HTTPNotFound() from None
+        if not 0 <= n < self.options.products:
+            raise web.HTTPNotFound()
+        return web.Response(body=image(n), content_type="image/png")
 
     async def robots(self, request: web.Request) -> web.Response:
         self.counts["robots.txt"] += 1
@@ -199,7 +244,9 @@ class Shop:
         }
 
     async def catalogue(self, request: web.Request) -> web.Response:
-        return web.json_response({p["sku"]: p for p in map(product, range(self.options.products))})
+        o = self.options
+        live = (n for n in range(o.products) if not discontinued(n, o.round))
+        return web.json_response({sku(n): product(n, o.round) for n in live})
 
     async def request_log(self, request: web.Request) -> web.Response:
         since = float(request.query.get("since", "0"))

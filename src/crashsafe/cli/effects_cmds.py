@@ -1,0 +1,111 @@
+"""recrawl; the passes, versions, files and outbox figures status shows; a run's own figures."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import click
+
+from crashsafe.cli.options import db_option, iso_time, open_db
+from crashsafe.errors import ConfigError
+from crashsafe.store import EffectStats, Store, masked
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str, option: str) -> float:
+    """``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1w`` as seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
+    if not match:
+        raise ConfigError(f"{option} {text!r}: give a duration like 30s, 15m, 2h or 1d")
+    return float(match[1]) * UNITS[match[2] or "s"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunMark:
+    """A crawl's request and event counts at one moment: two of them give a run's own
+    figures, apart from the crawl's totals."""
+
+    requests: int
+    events: dict[str, int]
+
+    @classmethod
+    def take(cls, store: Store, crawl: str) -> RunMark:
+        return cls(store.stats(crawl).requests, store.events_since(crawl, 0.0))
+
+    def since(self, earlier: RunMark) -> str:
+        def n(kind: str) -> int:
+            return self.events.get(kind, 0) - earlier.events.get(kind, 0)
+
+        gone = n("record.gone")
+        return (
+            f"this run: {self.requests - earlier.requests:,} requests, "
+            f"{n('record.created'):,} new records, {n('record.updated'):,} changed"
+            + (f", {gone:,} gone" if gone else "")
+        )
+
+
+def effects_table(rows: list[EffectStats]) -> Table:
+    from rich.table import Table
+
+    table = Table(title="passes, versions, files and webhooks")
+    cols = ["crawl", "passes", "last pass began", "versions", "changed records"]
+    cols += ["changed in last pass", "gone", "files", "events"]
+    cols += ["deliveries pending", "delivered", "failed"]
+    for col in cols:
+        table.add_column(col, justify="left" if col in {"crawl", "last pass began"} else "right")
+    for e in rows:
+        d = e.deliveries
+        began = "-" if e.last_pass_at is None else iso_time(e.last_pass_at)
+        table.add_row(
+            e.crawl, f"{e.passes:,}", began,
+            *(f"{v:,}" for v in (e.versions, e.records_changed, e.changed_last_pass, e.gone)),
+            f"{e.files:,} ({e.file_bytes:,} B)", f"{e.events:,}",
+            *(f"{v:,}" for v in (d.get("pending", 0) + d.get("leased", 0),
+                                  d.get("delivered", 0), d.get("failed", 0))),
+        )  # fmt: skip
+    return table
+
+
+@click.command()
+@db_option()
+@click.option("--crawl", "crawl_name", help="The crawl (needed when the database has several).")
+@click.option(
+    "--older-than",
+    default="0s",
+    show_default=True,
+    help="Only pages fetched at least this long ago (30s, 15m, 2h, 1d, 1w).",
+)
+def recrawl(db_url: str, crawl_name: str | None, older_than: str) -> None:
+    """Queue a crawl's done pages again for a new pass; run `crashsafe crawl` to fetch them.
+
+    A page fetched again that changed gives its records a new version (last_changed
+    moves); records its page no longer yields, or whose page is now 404/410, are marked
+    gone. `crashsafe export --since last-pass --changed-only` then lists what changed.
+    """
+    from crashsafe.cli.crawl_cmds import crawl_names
+
+    seconds = parse_duration(older_than, "--older-than")
+    store = open_db(db_url)
+    try:
+        names = crawl_names(store, crawl_name)
+        if len(names) != 1:
+            raise ConfigError(
+                f"{masked(db_url)} has {len(names)} crawls ({', '.join(names) or 'none'}): "
+                "choose one with --crawl"
+            )
+        started = store.recrawl(names[0], older_than=seconds)
+    finally:
+        store.close()
+    if started.requeued == 0:
+        click.echo(f"{names[0]}: no done page is older than {older_than}; no pass begun.")
+        return
+    click.echo(
+        f"{names[0]}: pass {started.number} begun, {started.requeued:,} pages queued again; "
+        f"run `crashsafe crawl` with the same spider and --db to fetch them."
+    )
