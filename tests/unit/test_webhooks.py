@@ -22,14 +22,13 @@ import orjson
 import pytest
 from standardwebhooks.webhooks import Webhook
 
+from crashsafe.effects.receiver import Receiver, WebhookRejected
 from crashsafe.effects.webhooks import (
     MAKE_SECRET,
     MAX_RETRY_AFTER,
     SPEC_DELAYS,
-    Receiver,
     RetrySchedule,
     Signer,
-    WebhookRejected,
     classify,
     event_body,
     event_id,
@@ -389,7 +388,8 @@ def test_threads_handling_the_same_events_process_each_once(tmp_path: Path) -> N
 CHILD = """
 import sys, time
 from pathlib import Path
-from crashsafe.effects.webhooks import Receiver, Signer
+from crashsafe.effects.receiver import Receiver
+from crashsafe.effects.webhooks import Signer
 from tests.unit.test_webhooks import body_of, log_record
 
 secret, path, count = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])

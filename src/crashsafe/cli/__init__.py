@@ -21,6 +21,7 @@ COMMANDS = {
     "retry": "failed_cmds:retry",
     "export": "export_cmd:export",
     "recrawl": "effects_cmds:recrawl",
+    "deliver": "deliver_cmd:deliver",
     "parse": "try_cmds:parse_cmd",
     "shell": "try_cmds:shell",
     "demo-site": "demo_cmds:demo_site",

@@ -5,7 +5,7 @@ as https://www.standardwebhooks.com/ (spec 1.0.0) describes. Here are the pieces
 neither the crawl database nor an HTTP client: :class:`Signer` (the ``webhook-*`` headers);
 :func:`event_id` and :func:`event_body` (the same id and bytes on every retry, from any
 dispatcher); :class:`RetrySchedule`, :func:`parse_retry_after` and :func:`classify` (what
-to do after an attempt); and :class:`Receiver`, for people who receive our webhooks.
+to do after an attempt). The receiving side is ``effects/receiver.py``.
 
 Signing and verifying go through the ``standardwebhooks`` package (the reference
 implementation), so any Standard Webhooks library accepts what we send. Its quirks stay in
@@ -22,31 +22,23 @@ import math
 import random
 import re
 import secrets
-import sqlite3
-import threading
-import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+from standardwebhooks.webhooks import Webhook
 
-from crashsafe.errors import ConfigError, CrashsafeError, StoreError
-from crashsafe.files import create_private, private_folder
+from crashsafe.errors import ConfigError
 
 __all__ = [
     "EVENT_KINDS",
     "MAKE_SECRET",
     "MAX_RETRY_AFTER",
     "SPEC_DELAYS",
-    "Receiver",
     "RetrySchedule",
     "Signer",
-    "WebhookRejected",
     "classify",
     "event_body",
     "event_id",
@@ -80,7 +72,7 @@ def new_secret() -> str:
     return _SECRET_PREFIX + base64.b64encode(secrets.token_bytes(24)).decode()
 
 
-def _webhook(secret: str) -> Webhook:
+def webhook_for(secret: str) -> Webhook:
     """The package's :class:`Webhook` for ``secret``, checked strictly first (the package
     would raise ``binascii.Error`` or ``EmptyWebhookSecretError``, or silently drop
     characters) with errors that never quote the secret; it is handed the key bytes."""
@@ -113,7 +105,7 @@ class Signer:
     """
 
     def __init__(self, secret: str) -> None:
-        self._webhook = _webhook(secret)
+        self._webhook = webhook_for(secret)
 
     def headers(self, msg_id: str, body: bytes, now: float) -> dict[str, str]:
         """Return the headers of one attempt to deliver ``body`` (UTF-8 JSON) at ``now``.
@@ -159,8 +151,8 @@ def event_body(
     crawl: str,
     record_id: str,
     version: int,
-    url: str,
-    data: Mapping[str, Any] | None,
+    url: str | None,
+    data: Any,
     written_at: float,
     gone_at: float | None = None,
 ) -> bytes:
@@ -180,7 +172,7 @@ def event_body(
         "id": record_id,
         "version": version,
         "url": url,
-        "data": None if data is None else dict(data),
+        "data": data,
         "gone_at": None if gone_at is None else _iso(gone_at),
     }
     payload = {"type": kind, "timestamp": _iso(written_at), "data": record}
@@ -294,154 +286,3 @@ def classify(status: int | None) -> Literal["delivered", "disable", "retry"]:
     if status == 410:
         return "disable"
     return "retry"
-
-
-class WebhookRejected(CrashsafeError):
-    """The webhook's signature, timestamp or headers do not check out: answer 401, and
-    check that sender and receiver share the secret and that their clocks agree."""
-
-
-_SEEN_SCHEMA = """
-CREATE TABLE IF NOT EXISTS webhook_seen (
-    id TEXT PRIMARY KEY,
-    received_at REAL NOT NULL
-) WITHOUT ROWID
-"""
-
-
-def _open_seen(path: Path) -> sqlite3.Connection:
-    private_folder(path.parent)
-    create_private(path)  # before SQLite opens it, so it (and its -wal, -shm) are 0600
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        # FULL: once we answer 2xx the sender never retries, so the commit must survive a
-        # power cut too, not only a kill.
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute(_SEEN_SCHEMA)
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise StoreError(
-            f"cannot use {path} for the webhooks seen ({exc}): give a new file or one a "
-            "Receiver created"
-        ) from None
-    return conn
-
-
-class Receiver:
-    """Verifies webhooks and processes each webhook id exactly once.
-
-    The id goes into the ``webhook_seen`` table of ``seen_path`` and the effects of
-    ``process`` are written through the same connection, in one transaction: a kill
-    between them commits neither, and the sender's retry processes the event then. Ids are
-    kept for good: a sender retries an id for days (each time with a fresh timestamp), so
-    forgetting it after the 5-minute replay window would let a retry run ``process`` again.
-
-    Safe from many threads (one connection behind a lock: SQLite writes one transaction
-    at a time anyway) and from many processes on the same file.
-
-    Args:
-        secret: the endpoint's ``whsec_`` secret, as the sender has it.
-        seen_path: the SQLite file (created ``0600``, WAL); your own tables can live in it.
-
-    Raises:
-        ConfigError: the secret is not ``whsec_`` + base64 of 24 or more bytes.
-        StoreError: ``seen_path`` is not a database this class can use.
-    """
-
-    def __init__(self, secret: str, seen_path: Path) -> None:
-        self._webhook = _webhook(secret)
-        self._path = seen_path
-        self._conn = _open_seen(seen_path)
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> Receiver:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the database connection."""
-        with self._lock:
-            self._conn.close()
-
-    def handle(
-        self,
-        body: bytes,
-        headers: Mapping[str, str],
-        process: Callable[[dict[str, Any], sqlite3.Connection], None],
-    ) -> Literal["processed", "duplicate"]:
-        """Verify one webhook and run ``process(payload, connection)`` unless its id was seen.
-
-        ``process`` writes its effects through ``connection`` and neither commits nor rolls
-        back: that is done here, together with the record of the id. If it raises, nothing
-        is recorded and the exception propagates (answer 5xx: the sender retries).
-
-        Args:
-            body: the request body, byte for byte as received.
-            headers: the request headers (names in any case).
-            process: the effects of one event, given the parsed JSON body.
-
-        Returns:
-            ``"processed"``, or ``"duplicate"`` (processed before): answer 2xx to both.
-
-        Raises:
-            WebhookRejected: bad or missing signature, timestamp more than 5 minutes away
-                (the package's tolerance, on the wall clock), or a body that is not a JSON
-                object.
-            ConfigError: ``process`` committed or rolled back the transaction itself.
-        """
-        msg_id, payload = self._verify(body, headers)
-        with self._lock:
-            conn = self._conn
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                raise StoreError(
-                    f"{self._path} stayed locked ({exc}): another process holds a long "
-                    "transaction on it"
-                ) from None
-            try:
-                new = conn.execute(
-                    "INSERT OR IGNORE INTO webhook_seen (id, received_at) VALUES (?, ?)",
-                    (msg_id, time.time()),
-                ).rowcount
-                if not new:
-                    conn.execute("ROLLBACK")
-                    return "duplicate"
-                process(payload, conn)
-                if not conn.in_transaction:
-                    raise ConfigError(
-                        "the webhook's process() committed or rolled back the transaction "
-                        "itself: leave that to Receiver.handle, which commits the effects and "
-                        "the seen id together"
-                    )
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        return "processed"
-
-    def _verify(self, body: bytes, headers: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
-        lowered = {name.lower(): value for name, value in headers.items()}
-        try:
-            self._webhook.verify(body, lowered, json_parse=False)
-        except WebhookVerificationError as exc:
-            raise WebhookRejected(
-                f"webhook rejected: {exc} (check that the secret is the sender's and that "
-                "both clocks are right to within 5 minutes)"
-            ) from None
-        except ValueError:  # a signature without "v1,", bad base64, a body not UTF-8
-            raise WebhookRejected(
-                "webhook rejected: malformed webhook-signature header or a body that is not "
-                "UTF-8; the sender must follow the Standard Webhooks format"
-            ) from None
-        try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            payload = None
-        if not isinstance(payload, dict):
-            raise WebhookRejected("webhook rejected: the signed body is not a JSON object")
-        return lowered["webhook-id"], payload

@@ -1,0 +1,203 @@
+"""deliver: send a crawl's outbox to a webhook; list and replay failed deliveries."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import click
+
+from crashsafe import aio
+from crashsafe.cli.effects_cmds import parse_duration
+from crashsafe.cli.options import db_option, fmt_seconds, iso_time, open_db, short_error
+from crashsafe.errors import ConfigError
+from crashsafe.store import Store, masked
+from crashsafe.text import printable
+
+if TYPE_CHECKING:
+    from crashsafe.effects.dispatch import DeliveryReport
+    from crashsafe.effects.webhooks import RetrySchedule, Signer
+
+SECRET_ENV = "CRASHSAFE_WEBHOOK_SECRET"
+
+
+def one_crawl(store: Store, crawl: str | None) -> str:
+    from crashsafe.cli.crawl_cmds import crawl_names
+
+    names = crawl_names(store, crawl)
+    if len(names) != 1:
+        raise ConfigError(
+            f"{masked(store.url)} has {len(names)} crawls ({', '.join(names) or 'none'}): "
+            "choose one with --crawl"
+        )
+    return names[0]
+
+
+def _check_webhook(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"--webhook {url!r}: give an http:// or https:// URL")
+    return url
+
+
+def _list_failed(store: Store, crawl: str, webhook: str | None) -> None:
+    rows = store.failed_deliveries(crawl, webhook)
+    if not rows:
+        click.echo(f"{crawl}: no failed delivery")
+        return
+    for r in rows:
+        when = "-" if r.failed_at is None else iso_time(r.failed_at)
+        click.echo(
+            printable(
+                f"{when}  {r.endpoint_url}  {r.type} {r.record_id} v{r.version}  "
+                f"{r.attempts} attempts: {short_error(r.error)}"
+            )
+        )
+    click.echo(f"{len(rows)} failed: `crashsafe deliver --replay` sends them again.", err=True)
+
+
+@click.command()
+@db_option()
+@click.option("--crawl", "crawl_name", help="The crawl (needed when the database has several).")
+@click.option("--webhook", help="The endpoint URL events are POSTed to.")
+@click.option(
+    "--secret",
+    envvar=SECRET_ENV,
+    help=f"whsec_... signing secret (better: the {SECRET_ENV} variable; an option is "
+    "visible to other users in the process list).",
+)
+@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 256))
+@click.option("--timeout", default=10.0, show_default=True, type=click.FloatRange(0.1))
+@click.option(
+    "--retry-schedule",
+    help="Waits after failed attempts, comma-separated (e.g. 5s,5m,30m,2h); default the "
+    "Standard Webhooks schedule over about 3 days.",
+)
+@click.option(
+    "--lease-seconds",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(1),
+    help="How long a delivery in flight is this dispatcher's (a killed one's come back).",
+)
+@click.option("--follow", is_flag=True, help="Keep delivering new events until Ctrl-C.")
+@click.option(
+    "--max-wait",
+    default="60s",
+    show_default=True,
+    help="Without --follow, stop when the next delivery is due later than this.",
+)
+@click.option("--failed", "list_failed", is_flag=True, help="List failed deliveries and exit.")
+@click.option(
+    "--replay",
+    is_flag=True,
+    help="Queue failed deliveries again (and turn a disabled endpoint back on), then exit.",
+)
+def deliver(
+    db_url: str,
+    crawl_name: str | None,
+    webhook: str | None,
+    secret: str | None,
+    concurrency: int,
+    timeout: float,
+    retry_schedule: str | None,
+    lease_seconds: float,
+    follow: bool,
+    max_wait: str,
+    list_failed: bool,
+    replay: bool,
+) -> None:
+    """POST the crawl's record events (created, updated, gone) to a webhook, signed per
+    Standard Webhooks, each until the endpoint answers 2xx or the retry schedule is spent.
+
+    Kill it and run it again: an event is sent again only if its answer was not stored,
+    with the same webhook-id, so a receiver that drops ids it has seen processes each
+    event once. Several dispatchers may run at once.
+    """
+    from crashsafe.effects.webhooks import RetrySchedule, Signer
+
+    if list_failed or replay:
+        store = open_db(db_url, readonly=list_failed)
+        try:
+            crawl = one_crawl(store, crawl_name)
+            if list_failed:
+                _list_failed(store, crawl, webhook)
+            else:
+                n = store.replay_deliveries(crawl, webhook)
+                click.echo(f"{crawl}: {n} failed deliveries queued again")
+        finally:
+            store.close()
+        return
+    if webhook is None:
+        raise ConfigError("give --webhook URL (the endpoint to POST events to)")
+    if not secret:
+        raise ConfigError(
+            f"give the endpoint's signing secret: set {SECRET_ENV}=whsec_... (or --secret)"
+        )
+    signer = Signer(secret)
+    schedule = RetrySchedule.parse(retry_schedule) if retry_schedule else RetrySchedule()
+    wait = parse_duration(max_wait, "--max-wait")
+    store = open_db(db_url)
+    try:
+        crawl = one_crawl(store, crawl_name)
+        report = _run(store, crawl, _check_webhook(webhook), signer, schedule, follow,
+                      concurrency=concurrency, timeout=timeout, lease_seconds=lease_seconds,
+                      max_wait=wait)  # fmt: skip
+        left = store.effect_stats(crawl).deliveries
+    finally:
+        store.close()
+    _report(report, left)
+
+
+def _run(
+    store: Store,
+    crawl: str,
+    url: str,
+    signer: Signer,
+    schedule: RetrySchedule,
+    follow: bool,
+    **options: float,
+) -> DeliveryReport:
+    from crashsafe.effects.dispatch import Dispatcher
+    from crashsafe.interrupts import GracefulInterrupts
+
+    dispatcher = Dispatcher(store, crawl, url, signer, schedule, **options)  # type: ignore[arg-type]
+
+    async def go() -> DeliveryReport:
+        async with GracefulInterrupts(dispatcher.stop, enabled=os.name == "posix"):
+            return await dispatcher.run(follow=follow)
+
+    return aio.run(go())
+
+
+def _report(report: DeliveryReport, left: dict[str, int]) -> None:
+    click.echo(
+        f"delivered {report.delivered:,}, retries scheduled {report.retried:,}, "
+        f"failed {report.failed:,}; in all: {left.get('delivered', 0):,} delivered, "
+        f"{left.get('pending', 0) + left.get('leased', 0):,} pending, "
+        f"{left.get('failed', 0):,} failed",
+        err=True,
+    )
+    for error, count in sorted(report.errors.items(), key=lambda kv: -kv[1])[:3]:
+        click.echo(printable(f"  {count:,} attempts: {error}"), err=True)
+    if report.waiting is not None:
+        click.echo(
+            f"The next retry is due in {fmt_seconds(report.waiting)}: run the same command "
+            "again then, or keep one running with --follow.",
+            err=True,
+        )
+    if report.interrupted:
+        click.echo("Interrupted: run the same command again to resume.", err=True)
+        sys.exit(130)
+    if report.disabled:
+        click.echo(
+            f"Error: endpoint disabled ({report.disabled}); once it accepts webhooks again, "
+            "`crashsafe deliver --replay` turns it back on.",
+            err=True,
+        )
+        sys.exit(1)
+    if left.get("failed"):
+        click.echo("Some deliveries failed: `crashsafe deliver --failed` lists them.", err=True)
+        sys.exit(1)

@@ -1,0 +1,174 @@
+"""The outbox dispatcher behind ``crashsafe deliver``: leased, signed, retried webhooks.
+
+Delivery is at least once with a stable key: a dispatcher leases deliveries from the
+store (several can run; a killed one's leases lapse and count an attempt), POSTs each
+event signed per Standard Webhooks, and stores the answer. A kill between the receiver's
+2xx and that store means the event is sent again with the same ``webhook-id`` and body;
+the receiver drops ids it has seen (``effects/receiver.py``), which makes processing
+exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from crashsafe.effects.webhooks import (
+    RetrySchedule,
+    Signer,
+    classify,
+    event_body,
+    event_id,
+    parse_retry_after,
+)
+from crashsafe.store import Delivery, DeliveryResult, Store
+from crashsafe.store.liveness import new_owner_id
+from crashsafe.text import printable
+
+POLL = 1.0  # seconds between looks at the outbox when nothing is due (with --follow)
+
+
+@dataclass(slots=True)
+class DeliveryReport:
+    """What one ``deliver`` run did, and what it left."""
+
+    delivered: int = 0
+    retried: int = 0
+    failed: int = 0
+    disabled: str | None = None  # why the endpoint was disabled during this run
+    waiting: float | None = None  # seconds until the next delivery is due, when left
+    interrupted: bool = False
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+def payload(d: Delivery) -> tuple[str, bytes]:
+    """The webhook id and body of a delivery: the same bytes on every attempt."""
+    data = json.loads(d.data)
+    gone_at = d.at if d.type == "record.gone" else None
+    body = event_body(
+        kind=d.type, crawl=d.crawl, record_id=d.record_id, version=d.version, url=d.url,
+        data=data, written_at=d.at, gone_at=gone_at,
+    )  # fmt: skip
+    return event_id(d.crawl, d.record_id, d.version, d.type), body
+
+
+class Dispatcher:
+    """Delivers one crawl's outbox to one webhook endpoint.
+
+    Args:
+        store: an open store (used from this thread only).
+        crawl: the crawl whose events are sent.
+        url: the webhook URL (redirects are not followed).
+        signer: signs with the endpoint's secret.
+        schedule: waits between attempts; when it is spent the delivery fails.
+        concurrency: requests in flight.
+        timeout: seconds for one request, connection included.
+        lease_seconds: how long a leased delivery is this dispatcher's; longer than
+            ``timeout``, so an answer is stored before the lease can lapse.
+        max_wait: without ``follow``, a run ends when the next delivery is due later
+            than this (a retry hours away); with ``follow`` it waits.
+        clock: seconds since the epoch (the ``webhook-timestamp``).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        crawl: str,
+        url: str,
+        signer: Signer,
+        schedule: RetrySchedule,
+        *,
+        concurrency: int = 4,
+        timeout: float = 10.0,
+        lease_seconds: float = 60.0,
+        max_wait: float = 60.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store, self.crawl, self.url = store, crawl, url
+        self.signer, self.schedule = signer, schedule
+        self.concurrency, self.timeout = concurrency, timeout
+        self.lease_seconds = max(lease_seconds, timeout + 1)
+        self.max_wait, self.clock = max_wait, clock
+        self.owner = new_owner_id()
+        self.stopping = asyncio.Event()
+        self.report = DeliveryReport()
+
+    def stop(self) -> None:
+        """Lease nothing more; the requests in flight finish and are stored."""
+        self.stopping.set()
+        self.report.interrupted = True
+
+    async def run(self, *, follow: bool = False) -> DeliveryReport:
+        endpoint = await asyncio.to_thread(self.store.endpoint, self.crawl, self.url)
+        if endpoint.disabled_at is not None:
+            self.report.disabled = endpoint.disabled_why or "disabled"
+            return self.report
+        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            while not self.stopping.is_set():
+                leased = await asyncio.to_thread(
+                    self.store.lease_deliveries,
+                    endpoint.id, self.owner, self.concurrency, self.lease_seconds,
+                )  # fmt: skip
+                if leased:
+                    results = await asyncio.gather(*(self._send(session, d) for d in leased))
+                    await asyncio.to_thread(self.store.finish_deliveries, self.owner, results)
+                    if any(r.status == 410 for r in results):
+                        why = f"{self.url} answered 410 Gone"
+                        await asyncio.to_thread(self.store.disable_endpoint, endpoint.id, why)
+                        self.report.disabled = why
+                        break
+                    continue
+                now = await asyncio.to_thread(self.store.endpoint, self.crawl, self.url)
+                if now.disabled_at is not None:  # by another dispatcher
+                    self.report.disabled = now.disabled_why or "disabled"
+                    break
+                due = await asyncio.to_thread(self.store.deliveries_due, endpoint.id)
+                if due is None and not follow:
+                    break
+                if due is not None and due > self.max_wait and not follow:
+                    self.report.waiting = due
+                    break
+                wait = POLL if due is None else min(max(due, 0.01), POLL if follow else due)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stopping.wait(), wait)
+        return self.report
+
+    async def _send(self, session: aiohttp.ClientSession, d: Delivery) -> DeliveryResult:
+        msg_id, body = payload(d)
+        now = self.clock()
+        headers = self.signer.headers(msg_id, body, now)
+        status: int | None = None
+        retry_after: float | None = None
+        try:
+            async with session.post(
+                self.url, data=body, headers=headers, allow_redirects=False
+            ) as response:
+                status = response.status
+                retry_after = parse_retry_after(response.headers.get("Retry-After"), now)
+                await response.read()  # the connection goes back to the pool whole
+            error = f"HTTP {status}"
+        except TimeoutError:
+            error = f"no answer within {self.timeout:g} s"
+        except aiohttp.ClientError as exc:
+            error = printable(f"{type(exc).__name__}: {exc}")
+        verdict = classify(status)
+        if verdict == "delivered":
+            self.report.delivered += 1
+            return DeliveryResult(d, "delivered", status)
+        self.report.errors[error] = self.report.errors.get(error, 0) + 1
+        if verdict == "disable":  # due again once the endpoint is turned back on
+            return DeliveryResult(d, "retry", status, error, 0.0)
+        delay = self.schedule.delay(d.attempts, retry_after=retry_after)
+        if delay is None:
+            self.report.failed += 1
+            return DeliveryResult(d, "failed", status, f"{error} (gave up after "
+                                  f"{d.attempts} attempts)")  # fmt: skip
+        self.report.retried += 1
+        return DeliveryResult(d, "retry", status, error, delay)

@@ -1,0 +1,149 @@
+"""crashsafe deliver against a scripted local endpoint: signatures, stable ids, retries
+with Retry-After, failures listed and replayed, 410 disabling the endpoint."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+from crashsafe.demo.shop import ShopThread
+from crashsafe.effects.webhooks import new_secret
+from tests.helpers import run_cli
+from tests.integration.test_cli import crawl_args
+
+SCHEDULE = ["--retry-schedule", "0.05,0.05", "--timeout", "5"]
+
+
+@dataclass
+class Endpoint:
+    """A webhook endpoint whose answers a test scripts: ``answer(id, attempt)`` gives
+    ``(status, headers)``; every request is kept as ``(time, headers, body)``."""
+
+    answer: Callable[[str, int], tuple[int, dict[str, str]]]
+    url: str = ""
+    hits: list[tuple[float, dict[str, str], bytes]] = field(default_factory=list)
+
+    def attempts(self, msg_id: str) -> list[tuple[float, dict[str, str], bytes]]:
+        return [h for h in self.hits if h[1]["webhook-id"] == msg_id]
+
+
+@pytest.fixture
+def endpoint() -> Iterator[Callable[..., Endpoint]]:
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(answer: Callable[[str, int], tuple[int, dict[str, str]]]) -> Endpoint:
+        ep = Endpoint(answer)
+        lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                with lock:
+                    ep.hits.append((time.time(), headers, body))
+                    n = len(ep.attempts(headers["webhook-id"]))
+                status, extra = ep.answer(headers["webhook-id"], n)
+                self.send_response(status)
+                for name, value in extra.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        ep.url = f"http://127.0.0.1:{server.server_port}/hooks"
+        return ep
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def crawled(shop: Callable[..., ShopThread], db_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A crawl of 5 products (5 record.created events); the secret in the environment."""
+    monkeypatch.setenv("CRASHSAFE_WEBHOOK_SECRET", SECRET)
+    site = shop(listings=1, per_listing=5)
+    assert run_cli(*crawl_args(site, db_url)).returncode == 0
+    return db_url
+
+
+SECRET = new_secret()
+
+
+def deliver(db_url: str, url: str, *extra: str) -> Any:
+    return run_cli("deliver", "--db", db_url, "--webhook", url, *SCHEDULE, *extra)
+
+
+def test_retries_keep_the_id_and_body_and_honour_retry_after(
+    crawled: str, endpoint: Callable[..., Endpoint]
+) -> None:
+    ep = endpoint(lambda _id, n: (503, {"Retry-After": "1"}) if n == 1 else (200, {}))
+    done = deliver(crawled, ep.url)
+    assert done.returncode == 0, done.stderr
+    assert "delivered 5, retries scheduled 5, failed 0" in done.stderr
+    ids = {h[1]["webhook-id"] for h in ep.hits}
+    assert len(ids) == 5 and len(ep.hits) == 10
+    verifier = Webhook(SECRET)
+    for msg_id in ids:
+        first, second = ep.attempts(msg_id)
+        assert first[2] == second[2]  # the same body: the same event
+        assert second[0] - first[0] >= 1.0  # Retry-After: 1, not the 0.05 s schedule
+        event = verifier.verify(second[2], second[1])
+        assert event["type"] == "record.created" and event["data"]["version"] == 1
+    assert deliver(crawled, ep.url).stderr.startswith("delivered 0")  # nothing left
+
+
+def test_failed_deliveries_are_listed_and_replayed(
+    crawled: str, endpoint: Callable[..., Endpoint]
+) -> None:
+    healthy = False
+    ep = endpoint(lambda _id, n: (200, {}) if healthy else (500, {}))
+    failing = deliver(crawled, ep.url)
+    assert failing.returncode == 1
+    assert "failed 5" in failing.stderr and "5 attempts: HTTP 500" in failing.stderr
+    assert len(ep.hits) == 15  # three attempts each: the first and two retries
+    listed = run_cli("deliver", "--db", crawled, "--failed")
+    assert listed.stdout.count("3 attempts: HTTP 500 (gave up after 3 attempts)") == 5
+    assert run_cli("deliver", "--db", crawled, "--replay").stdout.endswith(
+        "5 failed deliveries queued again\n"
+    )
+    healthy = True
+    done = deliver(crawled, ep.url)
+    assert done.returncode == 0 and "5 delivered, 0 pending, 0 failed" in done.stderr
+
+
+def test_410_disables_the_endpoint_until_replay(
+    crawled: str, endpoint: Callable[..., Endpoint]
+) -> None:
+    gone = True
+    ep = endpoint(lambda _id, n: (410, {}) if gone else (200, {}))
+    first = deliver(crawled, ep.url, "--concurrency", "1")
+    assert first.returncode == 1 and "endpoint disabled" in first.stderr
+    assert len(ep.hits) == 1  # nothing more was sent once it said 410
+    again = deliver(crawled, ep.url)
+    assert again.returncode == 1 and "answered 410 Gone" in again.stderr
+    assert len(ep.hits) == 1
+    gone = False
+    assert run_cli("deliver", "--db", crawled, "--replay").returncode == 0
+    done = deliver(crawled, ep.url)
+    assert done.returncode == 0 and "5 delivered, 0 pending" in done.stderr
+
+
+def test_bad_secret_and_missing_webhook_are_one_line_errors(crawled: str) -> None:
+    bad = run_cli("deliver", "--db", crawled, "--webhook", "http://127.0.0.1:9/", "--secret", "x")
+    assert bad.returncode == 1 and "whsec_" in bad.stderr and "Traceback" not in bad.stderr
+    none = run_cli("deliver", "--db", crawled)
+    assert none.returncode == 1 and "--webhook" in none.stderr
