@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from crashsafe.crawl.engine import Crawler, CrawlResult
     from crashsafe.crawl.settings import CrawlSettings
     from crashsafe.crawl.spider import Link, Page, Record, Request, Spider
+    from crashsafe.effects.files import File
     from crashsafe.errors import (
         ConfigError,
         CrashsafeError,
@@ -39,6 +40,7 @@ _WHERE = {
     "Record": "crashsafe.crawl.spider",
     "Request": "crashsafe.crawl.spider",
     "Spider": "crashsafe.crawl.spider",
+    "File": "crashsafe.effects.files",
     "ConfigError": "crashsafe.errors",
     "CrashsafeError": "crashsafe.errors",
     "SchemaError": "crashsafe.errors",
@@ -60,6 +62,7 @@ __all__ = [
     "CrawlResult",
     "CrawlSettings",
     "Crawler",
+    "File",
     "Link",
     "Page",
     "Record",

@@ -122,6 +122,18 @@ def report_result(result: CrawlResult, db_url: str, this_run: str | None = None)
     type=click.IntRange(min=1),
     help="Crawl processes (e.g. one per core), each with --concurrency pages.",
 )
+@click.option(
+    "--files",
+    "files_dir",
+    type=click.Path(file_okay=False),
+    help="Where page.download() stores files (default: files/ beside the SQLite database).",
+)
+@click.option(
+    "--warc",
+    "warc_dir",
+    type=click.Path(file_okay=False),
+    help="Also write every response to rotating .warc.gz files in this folder.",
+)
 @click.option("--store-fd", type=int, hidden=True)  # a worker of --workers: its store socket
 @click.option("--parent-fd", type=int, hidden=True)  # a worker of --workers: see workers.py
 @click.option("--no-progress", is_flag=True, help="No live progress line.")
@@ -136,6 +148,8 @@ def crawl(
     output: str | None,
     overwrite_output: str | None,
     workers: int,
+    files_dir: str | None,
+    warc_dir: str | None,
     store_fd: int | None,
     parent_fd: int | None,
     no_progress: bool,
@@ -162,6 +176,8 @@ def crawl(
         "concurrency": concurrency,
         "lease_seconds": lease_seconds,
         "max_attempts": max_attempts,
+        "files_dir": files_dir,
+        "warc_dir": warc_dir,
     }
     overrides.update((name, value) for name, value in options.items() if value is not None)
     settings = spider_cls.crawl_settings(**overrides)
@@ -179,7 +195,10 @@ def crawl(
             )
         args = [spider, "--db", db_url, *(f"--start-url={u}" for u in start_urls)]
         args += [f"--set={pair}" for pair in sets]
-        args += [f"--{k.replace('_', '-')}={v}" for k, v in options.items() if v is not None]
+        flag = {"files_dir": "files", "warc_dir": "warc"}
+        args += [
+            f"--{flag.get(k, k).replace('_', '-')}={v}" for k, v in options.items() if v is not None
+        ]
         with contextlib.closing(store):
             run_as_workers(store, spider_cls.name, workers, args, progress, feed, before)
         return

@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from crashsafe.collector import rarer_gc
@@ -44,8 +45,10 @@ from crashsafe.store.process import store_runner
 if TYPE_CHECKING:
     from crashsafe.crawl.addresses import AddressGuard
     from crashsafe.crawl.allow import LinkFilter
+    from crashsafe.crawl.fetch import Response, Send
     from crashsafe.crawl.pages import PageProcessor
     from crashsafe.crawl.sessions import CookieSync
+    from crashsafe.effects.warc import WarcArchive
 
 # aiohttp (fetch, pages, addresses), yarl (allow) and rich (progress) are imported when a
 # crawl runs, not with this module: a Crawler starts its store process when it is made,
@@ -313,6 +316,7 @@ class Crawler:
                 f"database holds no URL of crawl {self.crawl!r}: nothing to crawl. Set "
                 "start_urls = [...] on the spider or pass --start-url.\n"
             )
+        from crashsafe.crawl.downloads import Downloads
         from crashsafe.crawl.fetch import new_session
         from crashsafe.crawl.pages import PageProcessor
 
@@ -322,6 +326,7 @@ class Crawler:
                 load = functools.partial(self._call, self.store.cookies, self.crawl)
                 self._cookies = CookieSync(session.cookie_jar, load)
                 await self._cookies.catch_up(0)
+            archive, write = self._archive()
             processor = PageProcessor(
                 spider=self.spider,
                 settings=self.settings,
@@ -332,7 +337,12 @@ class Crawler:
                 sends=sends,
                 cookies=self._cookies,
                 guard=guard,
+                archive=write,
             )
+            processor.downloads = Downloads(
+                session=session, settings=self.settings, folder=self._files_folder(),
+                robots=lambda: processor.robots, guard=guard, archive=write,
+            )  # fmt: skip
             if self.settings.obey_robots:
                 backoff = functools.partial(processor.backoff, retry_after=None)
                 processor.robots = self._robots(session, links, guard, backoff)
@@ -342,10 +352,26 @@ class Crawler:
             finally:
                 if processor.robots is not None:
                     await processor.robots.close()
+                if archive is not None:
+                    archive.close()
         if self._fatal is not None:
             raise self._fatal
         stats = await self._call(self.store.stats, self.crawl)
         return CrawlResult(interrupted, time.monotonic() - started, stats)
+
+    def _files_folder(self) -> Path:
+        if self.settings.files_dir is not None:
+            return Path(self.settings.files_dir)
+        from crashsafe.effects.files import default_folder
+
+        return default_folder(self.store.url)
+
+    def _archive(self) -> tuple[WarcArchive | None, Callable[[Response, Send], None] | None]:
+        if self.settings.warc_dir is None:
+            return None, None
+        from crashsafe.crawl.archive import archiver
+
+        return archiver(self.settings)
 
     def _robots(
         self,

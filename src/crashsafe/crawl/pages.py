@@ -13,13 +13,14 @@ import random
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
 import aiohttp
 
 from crashsafe.crawl.addresses import AddressGuard
+from crashsafe.crawl.downloads import Downloads, collecting
 from crashsafe.crawl.extract import (
     ItemKeyMissing,
     LinkFilter,
@@ -32,6 +33,7 @@ from crashsafe.crawl.fetch import (
     REDIRECTS,
     PermanentFetchError,
     Response,
+    Send,
     TransientFetchError,
     fetch,
 )
@@ -42,7 +44,7 @@ from crashsafe.crawl.sessions import CookieSync, SendBuilder, cookie_rows
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.sitemaps import MAX_SITEMAP_ENTRIES
 from crashsafe.crawl.spider import SITEMAP_CALLBACK, Page, Spider
-from crashsafe.store import Backoff, Lease, PageOutcome
+from crashsafe.store import Backoff, FileRow, Lease, PageOutcome
 from crashsafe.store.values import storable
 from crashsafe.text import printable
 
@@ -80,6 +82,8 @@ class PageProcessor:
         cookies: CookieSync | None = None,
         guard: AddressGuard | None = None,
         rng: random.Random | None = None,
+        downloads: Downloads | None = None,
+        archive: Callable[[Response, Send], None] | None = None,
     ) -> None:
         self.spider = spider
         self.sends = sends
@@ -92,6 +96,8 @@ class PageProcessor:
         self.links = links
         self.guard = guard
         self.rng = rng or random.Random()
+        self.downloads = downloads
+        self.archive = archive
         self.skipped_logged = 0
         self.spider_worked = False  # some page gave records without an error
         self._same_error = ("", 0)  # the spider error the first pages failed with, times
@@ -117,14 +123,18 @@ class PageProcessor:
 
     async def _fetch(self, request: Request, on_request: Callable[[], None]) -> Response:
         on_request()
-        return await fetch(
+        send = self.sends.send(request)
+        resp = await fetch(
             self.session,
             request.url,
             self.settings,
             redirect_to=self.links.canonical,
             guard=self.guard,
-            send=self.sends.send(request),
+            send=send,
         )
+        if self.archive is not None:
+            self.archive(resp, send)
+        return resp
 
     async def process(self, lease: Lease, on_request: Callable[[], None]) -> PageOutcome:
         """Fetch and parse ``lease``; ``on_request`` is called just before the request.
@@ -200,8 +210,14 @@ class PageProcessor:
             depth=lease.depth,
             request=request,
         )
+        files: Sequence[FileRow] = ()
         try:
-            items = await run_callback(self.spider, page, lease.callback)
+            with collecting() as made:
+                items = await run_callback(self.spider, page, lease.callback)
+            if made:
+                if self.downloads is None:
+                    raise ParseError("page.download() needs a crawl with a files folder")
+                items, files = await self.downloads.resolve(items, page, made)
             rows = to_rows(
                 items,
                 page=page,
@@ -211,6 +227,8 @@ class PageProcessor:
                 parent=lease.url,
                 item_key=self.item_key,
             )
+        except TransientFetchError as exc:  # a download: the page waits with its records
+            return self._retry(lease, str(exc))
         except ItemKeyMissing as exc:
             self.broken = self.broken or str(exc)  # every page would fail the same way
             return PageOutcome(lease, "failed", status, str(exc))
@@ -232,6 +250,7 @@ class PageProcessor:
             links=rows.links,
             links_skipped=rows.links_skipped,
             cookies=cookie_rows(resp.set_cookies) if resp.set_cookies else (),
+            files=files,
         )
 
     def _max_links(self, callback: str | None) -> int:

@@ -67,6 +67,11 @@ class CrawlSettings:
             ``http_auth_domain``.
         http_auth_domain: the host (and its subdomains) basic auth is sent to; ``None``:
             the start URLs' hosts; ``"*"``: every host.
+        files_dir: where ``page.download`` stores files (``ab/cd/<sha256>``); ``None``:
+            ``files`` beside an SQLite database, ``./files`` for PostgreSQL.
+        max_file_bytes: a larger download is not stored (the record says so).
+        warc_dir: write every page and download fetched to ``.warc.gz`` files here (one
+            series per worker process); ``None``: no archive.
     """
 
     concurrency: int = 16
@@ -97,11 +102,14 @@ class CrawlSettings:
     http_user: str | None = None
     http_pass: str | None = None
     http_auth_domain: str | None = None
+    files_dir: str | None = None
+    max_file_bytes: int = 50 * 2**20
+    warc_dir: str | None = None
 
     def __post_init__(self) -> None:
         positive = (
             "concurrency", "lease_seconds", "max_attempts", "timeout", "max_links_per_page",
-            "max_response_bytes", "max_redirects",
+            "max_response_bytes", "max_redirects", "max_file_bytes",
         )  # fmt: skip
         for name in positive:
             value = getattr(self, name)
@@ -146,6 +154,8 @@ class CrawlSettings:
                 if text.lower() not in {"1", "0", "true", "false", "yes", "no"}:
                     raise ValueError(text)
                 return text.lower() in {"1", "true", "yes"}
+            if name in {"files_dir", "warc_dir"}:
+                return None if text.lower() in {"", "none"} else text
             if name in {"per_host_concurrency", "max_depth"}:
                 return None if text.lower() in {"", "none"} else int(text)
             if isinstance(default, int):

@@ -23,6 +23,7 @@ from w3lib.html import get_base_url
 from crashsafe.crawl.requests import BadRequest, Request, callback_name, checked
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.sitemaps import SitemapEntry, read_sitemap, sitemaps_in_robots
+from crashsafe.effects.files import File
 from crashsafe.errors import ConfigError, SpiderError
 
 __all__ = [
@@ -192,6 +193,17 @@ class Page:
             return urljoin(self.base_url, href)
         except ValueError:
             return href
+
+    def download(self, url: str) -> File:
+        """A file to download before this page commits: put it in a record's data (it
+        becomes a reference to the stored file: ``url``, ``sha256``, ``path``, ``size``,
+        ``content_type``) or yield it on its own. See ``effects/files.py``."""
+        if not isinstance(url, str) or not url.strip():
+            raise ValueError(
+                f"page.download({url!r}) on {self.url}: give a URL (did the selector match "
+                "nothing?)"
+            )
+        return File(self.urljoin(url))
 
     def follow(
         self,

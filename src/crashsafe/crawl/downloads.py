@@ -1,0 +1,140 @@
+"""The downloads a page asked for (``page.download(url)``), fetched before it commits.
+
+A download is a request like a page's: through the crawl's session (its address guard,
+cookies, User-Agent), robots.txt when the crawl obeys it, redirects followed. Files may
+come from any host (pictures live on CDNs): ``allowed_domains`` rules what is crawled,
+not what a page's records refer to. A download that fails for now (timeout, connection
+error, 429, 5xx, robots.txt unreachable) fails the page for now: it is retried whole, so
+its records never commit without their files. One that fails for good (404, too large,
+disallowed) is stored in the record as ``{"url", "error"}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from crashsafe.crawl.addresses import AddressGuard
+from crashsafe.crawl.fetch import (
+    GET,
+    PermanentFetchError,
+    Response,
+    Send,
+    TransientFetchError,
+    fetch,
+)
+from crashsafe.crawl.robots import Robots, RobotsUnavailable
+from crashsafe.crawl.settings import CrawlSettings
+from crashsafe.crawl.spider import Page, Record
+from crashsafe.effects.files import File, FileStore, reference, replace_files, wanted
+from crashsafe.store import FileRow
+
+
+@contextmanager
+def collecting() -> Iterator[list[File]]:
+    """Note every :class:`File` made inside the block (a spider callback's)."""
+    made: list[File] = []
+    token = wanted.set(made)
+    try:
+        yield made
+    finally:
+        wanted.reset(token)
+
+
+def _http(target: str) -> str | None:
+    return target if target.startswith(("http://", "https://")) else None
+
+
+class Downloads:
+    """Fetches and stores the files of one crawl's pages."""
+
+    def __init__(
+        self,
+        *,
+        session: aiohttp.ClientSession,
+        settings: CrawlSettings,
+        folder: Path,
+        robots: Callable[[], Robots | None],
+        guard: AddressGuard | None,
+        archive: Callable[[Response, Send], None] | None = None,
+    ) -> None:
+        self.session = session
+        self.settings = settings
+        self.folder = folder
+        self._files: FileStore | None = None
+        self.robots = robots
+        self.guard = guard
+        self.archive = archive
+
+    @property
+    def files(self) -> FileStore:
+        """The files folder, opened at the first download (a crawl without any does not
+        create it)."""
+        if self._files is None:
+            self._files = FileStore(self.folder)
+        return self._files
+
+    async def resolve(
+        self, items: list[Any], page: Page, made: list[File]
+    ) -> tuple[list[Any], list[FileRow]]:
+        """``items`` with every File replaced by its reference (a File yielded on its own
+        is dropped: its file is stored and counted all the same), and the files' rows.
+
+        Raises:
+            TransientFetchError: a download failed for now; retry the page.
+        """
+        urls = list(dict.fromkeys(f.url for f in made))
+        outcomes = await asyncio.gather(*(self._one(page.urljoin(url)) for url in urls))
+        done = {url: ref for url, (ref, _) in zip(urls, outcomes, strict=True)}
+        rows = [row for _, row in outcomes if row is not None]
+        resolved: list[Any] = []
+        for item in items:
+            if isinstance(item, File):
+                continue
+            if isinstance(item, Record):
+                item = replace(item, data=replace_files(item.data, done))
+            elif isinstance(item, dict):
+                item = replace_files(item, done)
+            resolved.append(item)
+        return resolved, rows
+
+    async def _one(self, url: str) -> tuple[dict[str, Any], FileRow | None]:
+        if _http(url) is None:
+            return {"url": url, "error": "not an http(s) URL"}, None
+        robots = self.robots()
+        if robots is not None:
+            try:
+                verdict = robots.check_loaded(url) or await robots.check(url)
+            except RobotsUnavailable as exc:
+                raise TransientFetchError(f"download {url}: {exc}") from None
+            if not verdict[0]:
+                return {"url": url, "error": "disallowed by robots.txt"}, None
+        try:
+            resp = await fetch(
+                self.session, url, self.settings, redirect_to=_http, guard=self.guard,
+                max_bytes=self.settings.max_file_bytes,
+            )  # fmt: skip
+        except PermanentFetchError as exc:
+            return {
+                "url": url,
+                "error": str(exc).replace("max_response_bytes", "max_file_bytes"),
+            }, None
+        except TransientFetchError as exc:
+            raise TransientFetchError(f"download {url}: {exc}") from None
+        if self.archive is not None:
+            self.archive(resp, GET)
+        if resp.status == 429 or resp.status >= 500:
+            raise TransientFetchError(f"download {url}: HTTP {resp.status}")
+        if not 200 <= resp.status < 300:
+            return {"url": url, "error": f"HTTP {resp.status}"}, None
+        files = self.files
+        sha, path = await asyncio.to_thread(files.put, resp.body)
+        content_type = resp.headers.get("Content-Type")
+        size = len(resp.body)
+        return reference(url, sha, path, size, content_type), FileRow(sha, size, content_type, url)

@@ -1,0 +1,128 @@
+"""page.download(): files stored once per content, referenced from records; downloads that
+fail for good are noted in the record, those that fail for now retry the page."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import crashsafe
+from crashsafe import File, Page, Record, Spider, open_store
+from crashsafe.demo.shop import IMAGES, ShopThread, image
+from crashsafe.effects.files import FileStore, _host
+
+
+class Photos(Spider):
+    name = "photos"
+    image_path = "/image/{n}.png"
+
+    def parse(self, page: Page) -> Iterator[Any]:
+        if "/list/" in page.url:
+            yield from page.follow_all(css="a.product::attr(href)")
+            yield page.download("/image/0.png")  # on its own: stored, in no record
+            return
+        n = int(page.url.rsplit("-", 1)[1])
+        yield Record(
+            key=str(n),
+            data={"photos": [page.download(self.image_path.format(n=n)), File("/image/1.png")]},
+        )
+
+
+def stored_records(db: str) -> dict[str, Any]:
+    store = open_store(db)
+    try:
+        return {r.key: r.data for r in store.iter_records()}
+    finally:
+        store.close()
+
+
+def test_files_are_stored_once_per_content_and_referenced(
+    shop: Callable[..., ShopThread], tmp_path: Path
+) -> None:
+    site = shop(listings=1, per_listing=10)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    result = crashsafe.crawl(Photos, db=db, start_urls=[f"{site.url}/list/0"])
+    assert result.stats.failed == 0
+    files = sorted(p for p in (tmp_path / "files").rglob("*") if p.is_file())
+    assert len(files) == IMAGES  # products 0..9 share 7 pictures; /image/0 and 1 among them
+    data = stored_records(db)
+    for key, value in data.items():
+        photo, shared = value["photos"]
+        assert photo["sha256"] == hashlib.sha256(image(int(key))).hexdigest()
+        assert photo["path"] == FileStore.relative(photo["sha256"])
+        assert (photo["size"], photo["content_type"]) == (len(image(int(key))), "image/png")
+        assert shared["url"] == f"{site.url}/image/1.png"
+    assert os.stat(files[0]).st_mode & 0o777 == 0o600
+
+
+def test_downloads_failing_for_good_are_noted_and_for_now_retried(
+    shop: Callable[..., ShopThread], tmp_path: Path
+) -> None:
+    class Odd(Photos):
+        image_path = "/image/{n}00.png"  # 0 exists; 100..900 are 404
+
+    # Every page and picture answers 503 once: the pages wait for their pictures.
+    site = shop(listings=1, per_listing=10, error_rate=1.0, error_attempts=1)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    result = crashsafe.crawl(
+        Odd, db=db, start_urls=[f"{site.url}/list/0"], backoff_base=0.01, backoff_max=0.05,
+        max_file_bytes=2070,
+    )  # fmt: skip
+    assert result.stats.failed == 0 and result.stats.records == 10
+    data = stored_records(db)
+    assert data["0"]["photos"][0]["sha256"] == hashlib.sha256(image(0)).hexdigest()
+    for n in range(1, 10):
+        assert data[str(n)]["photos"][0] == {
+            "url": f"{site.url}/image/{n}00.png",
+            "error": "HTTP 404",
+        }
+    assert len(image(0)) <= 2070 < len(image(1))
+    too_big = data["0"]["photos"][1]
+    assert "too large" in too_big["error"] and "max_file_bytes" in too_big["error"]
+
+
+def test_a_page_download_of_nothing_fails_the_page_saying_why(
+    shop: Callable[..., ShopThread], tmp_path: Path
+) -> None:
+    class Broken(Spider):
+        name = "broken"
+        fail_fast_after = 0
+
+        def parse(self, page: Page) -> Iterator[Any]:
+            yield Record(
+                key="k", data={"photo": page.download(page.css("img.none::attr(src)").get())}
+            )
+
+    site = shop(listings=1, per_listing=1)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    result = crashsafe.crawl(Broken, db=db, start_urls=[f"{site.url}/list/0"])
+    assert result.stats.failed == 1
+    store = open_store(db)
+    [failed] = store.failed()
+    store.close()
+    assert "did the selector match nothing?" in (failed.error or "")
+
+
+def test_temporary_files_of_dead_processes_are_removed(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    sha, rel = store.put(b"x" * 10)
+    assert store.put(b"x" * 10) == (sha, rel)  # the same content: the same file, no copy
+    assert (tmp_path / rel).read_bytes() == b"x" * 10
+    tmp = tmp_path / ".tmp"
+    dead = tmp / f"{_host()}-999999999-0"
+    live = tmp / f"{_host()}-{os.getpid()}-7"
+    dead.write_bytes(b"partial")
+    live.write_bytes(b"in flight")
+    FileStore(tmp_path)
+    assert not dead.exists() and live.exists()
+
+
+@pytest.mark.parametrize("url", [None, "", "   "])
+def test_a_file_needs_a_url(url: Any) -> None:
+    with pytest.raises(ValueError, match="selector"):
+        File(url)
