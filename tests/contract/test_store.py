@@ -23,6 +23,7 @@ from crashsafe.store import (
 )
 from tests.clock import ManualClock
 from tests.contract.conftest import PYTHON, Backend, worker_script
+from tests.helpers import wait_for
 
 C = "c"
 
@@ -579,7 +580,13 @@ def test_workers_are_listed_with_liveness_leases_and_pages(backend: Backend, sto
         assert (found[me].leases, found[me].pages, found[me].crawl) == (1, 1, C)
         [other] = [w for w in found.values() if w.owner != me]
         assert other.leases == 3 and other.pages == 0 and other.pid > 0 and other.host
-    # dead, still holding leases: listed as dead; once its leases are back, forgotten
+    # dead, still holding leases: listed as dead; once its leases are back, forgotten.
+    # (PostgreSQL frees a killed session's locks once the server has seen its socket
+    # close: a moment later on a busy machine.)
+    def seen_dead() -> bool:
+        return not any(w.alive for w in store.workers(C) if w.owner != me)
+
+    wait_for(seen_dead, timeout=30)
     [dead] = [w for w in store.workers(C) if w.owner != me]
     assert not dead.alive and dead.leases == 3
     assert store.reclaim_dead_workers(C) == 3
