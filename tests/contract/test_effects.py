@@ -62,6 +62,8 @@ def test_a_recrawl_versions_changed_records_and_marks_missing_ones_gone(
     assert store.recrawl(C).requeued == 1
     assert store.stats(C).pending == 1
     crawl_page(store, "http://a/1", [rec("a", "1"), rec("b", "20")])  # c is no longer there
+    assert store.finish_pass(C) == 1
+    assert store.finish_pass(C) == 0  # once
 
     assert versions(store) == {"a": 1, "b": 2}  # a live export has no gone record
     assert versions(store, since=started) == {"b": 2, "c(gone)": 2}
@@ -83,6 +85,7 @@ def test_a_recrawl_versions_changed_records_and_marks_missing_ones_gone(
     clock.advance(10)
     assert store.recrawl(C).number == 3
     crawl_page(store, "http://a/1", [rec("a", "1"), rec("b", "20"), rec("c", "3")])
+    assert store.finish_pass(C) == 0
     assert versions(store) == {"a": 1, "b": 2, "c": 3}
     assert ("c", 3, "record.updated") in events(store)
     assert len(events(store)) == 6
@@ -114,6 +117,7 @@ def test_a_page_now_gone_takes_its_records_with_it(store: Store, clock: ManualCl
         PageOutcome(leases["http://a/2"], "done", 200, records=[rec("b", "1")]),
     ]
     assert store.commit_pages(C, outs) == [None, None]
+    assert store.finish_pass(C) == 1
     assert versions(store, since=clock.now) == {"a(gone)": 2}
     assert store.effect_stats(C).gone == 1
 
@@ -133,13 +137,36 @@ def test_recrawl_older_than_requeues_only_pages_done_long_enough_ago(
     assert [x.url for x in store.lease(C, store.register_worker(), 10, 60)] == ["http://a/old"]
 
 
-def test_a_record_that_moves_to_another_page_is_not_gone(store: Store) -> None:
+def test_a_record_that_moves_to_a_page_fetched_later_is_not_gone(
+    store: Store, clock: ManualClock
+) -> None:
+    """Page 1 of a listing no longer shows a (items shifted); page 2, fetched after it,
+    does: a is neither gone nor a new version."""
     store.enqueue(C, [NewUrl("http://a/1"), NewUrl("http://a/2")])
     crawl_page(store, "http://a/1", [rec("a", "1")])
+    crawl_page(store, "http://a/2", [rec("b", "1")])
+    clock.advance(1)
     store.recrawl(C)
-    crawl_page(store, "http://a/2", [rec("a", "1")])  # a is on page 2 now
     crawl_page(store, "http://a/1", [])
+    assert store.finish_pass(C) == 0  # page 2 is pending: the pass is not complete
+    crawl_page(store, "http://a/2", [rec("a", "1")])  # a is on page 2 now, b is gone
+    assert store.finish_pass(C) == 1
     assert versions(store) == {"a": 1}
+    assert sorted(events(store)) == [
+        ("a", 1, "record.created"), ("b", 1, "record.created"), ("b", 2, "record.gone"),
+    ]  # fmt: skip
+
+
+def test_a_page_not_fetched_again_keeps_its_records(store: Store, clock: ManualClock) -> None:
+    store.enqueue(C, [NewUrl("http://a/old"), NewUrl("http://a/new")])
+    crawl_page(store, "http://a/old", [rec("a", "1")])
+    clock.advance(3600)
+    crawl_page(store, "http://a/new", [rec("b", "1")])
+    clock.advance(60)
+    assert store.recrawl(C, older_than=1800).requeued == 1  # only /old
+    crawl_page(store, "http://a/old", [])
+    assert store.finish_pass(C) == 1
+    assert versions(store) == {"b": 1}
 
 
 def test_files_are_counted_once_per_content(store: Store) -> None:

@@ -580,6 +580,7 @@ def test_workers_are_listed_with_liveness_leases_and_pages(backend: Backend, sto
         assert (found[me].leases, found[me].pages, found[me].crawl) == (1, 1, C)
         [other] = [w for w in found.values() if w.owner != me]
         assert other.leases == 3 and other.pages == 0 and other.pid > 0 and other.host
+
     # dead, still holding leases: listed as dead; once its leases are back, forgotten.
     # (PostgreSQL frees a killed session's locks once the server has seen its socket
     # close: a moment later on a busy machine.)

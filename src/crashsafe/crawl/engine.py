@@ -356,6 +356,8 @@ class Crawler:
                     archive.close()
         if self._fatal is not None:
             raise self._fatal
+        if not interrupted:  # the pass is complete: what no page yielded in it is gone
+            await self._call(self.store.finish_pass, self.crawl)
         stats = await self._call(self.store.stats, self.crawl)
         return CrawlResult(interrupted, time.monotonic() - started, stats)
 

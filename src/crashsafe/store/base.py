@@ -225,6 +225,11 @@ class Store(Protocol):
         a new pass (none begins if no URL is old enough)."""
         ...
 
+    def finish_pass(self, crawl: str) -> int:
+        """Once the last pass is complete, mark gone the records of the pages it fetched
+        that no page yielded in it; return how many (0 while URLs are pending or leased)."""
+        ...
+
     def effect_stats(self, crawl: str) -> EffectStats: ...
 
     def events_since(self, crawl: str, since: float) -> dict[str, int]:

@@ -185,7 +185,6 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects):
         grants: list[dict[str, Any]] = []
         held: list[dict[str, Any]] = []
         cookies: list[dict[str, Any]] = []
-        gone: list[dict[str, Any]] = []
         files: list[dict[str, Any]] = []
         stale: list[bool] = []
         for p in pages:
@@ -202,8 +201,7 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects):
                 done.append({**row, "links_skipped": p.links_skipped})
                 records += [
                     {"crawl": crawl, "id": r.id, "source": r.source, "key": r.key, "url": r.url,
-                     "hash": r.content_hash, "data": r.data_json, "now": now, "page": fid,
-                     "grant": grant}
+                     "hash": r.content_hash, "data": r.data_json, "now": now, "page": fid}
                     for r in p.records
                 ]  # fmt: skip
                 files += [
@@ -211,8 +209,6 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects):
                      "content_type": f.content_type, "url": storable(f.url), "now": now}
                     for f in p.files
                 ]  # fmt: skip
-                if p.kind == "done":  # fetched: what it no longer yields is gone
-                    gone.append({"crawl": crawl, "page": fid, "grant": grant, "now": now})
                 links += [self._link(crawl, u, now) for u in p.links]
                 cookies += [
                     {"crawl": crawl, "domain": c.domain, "path": c.path, "name": c.name,
@@ -242,8 +238,6 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects):
             # the later page has it (one statement cannot write a row twice).
             records = sorted({r["id"]: r for r in records}.values(), key=_by_id)
             tx.many("upsert_record", records)
-        if gone:  # after the upserts: a record another page of the group took is not gone
-            tx.many("mark_gone", gone)
         if files:
             tx.many("put_file", sorted({f["sha256"]: f for f in files}.values(), key=_by_sha))
         if links:

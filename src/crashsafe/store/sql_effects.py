@@ -46,6 +46,18 @@ class SQLEffects(SQLBase):
 
         return self._run(go)
 
+    def finish_pass(self, crawl: str) -> int:
+        """If the crawl's last pass is complete (nothing pending or leased), mark gone the
+        live records of the pages it fetched that no page yielded in it; return how many.
+        Doing it once the pass is over, not page by page, keeps a record that moved to a
+        page fetched later from being taken for gone. Idempotent."""
+
+        def go() -> int:
+            with self._write() as tx:
+                return tx.run("mark_gone", {"crawl": crawl, "now": self._now()})
+
+        return self._run(go)
+
     def effect_stats(self, crawl: str) -> EffectStats:
         def go() -> EffectStats:
             p = {"crawl": crawl}

@@ -1,11 +1,15 @@
 -- crashsafe schema, version 3 (PostgreSQL): recrawls, the outbox and its deliveries,
 -- files (SQLite's 0005; the comments there say more).
 
--- The page that yielded a record last and in which commit (its grant); when it went gone.
+-- The page that yielded a record last and in which pass; when it went gone (at the end
+-- of a pass that fetched its page and found it nowhere).
 ALTER TABLE records ADD COLUMN page bigint;
-ALTER TABLE records ADD COLUMN seen_grant bigint;
+ALTER TABLE records ADD COLUMN seen_pass integer NOT NULL DEFAULT 1;
 ALTER TABLE records ADD COLUMN gone_at timestamptz;
 CREATE INDEX records_page ON records (crawl, page);
+UPDATE records r SET page = f.id
+FROM frontier f
+WHERE f.crawl = r.crawl AND f.url_hash = sha256(convert_to(r.url, 'UTF8'));
 
 CREATE TABLE passes (
     crawl      text        NOT NULL,
@@ -28,14 +32,17 @@ CREATE TABLE outbox (
     UNIQUE (crawl, record_id, version)
 );
 
+INSERT INTO outbox (crawl, record_id, version, type, url, data, at)
+SELECT crawl, id, version,
+       CASE WHEN version = 1 THEN 'record.created' ELSE 'record.updated' END,
+       url, data, last_changed
+FROM records;
+
 -- The outbox event of a record's new version, in the transaction that writes it.
 CREATE FUNCTION crashsafe_record_event() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    IF TG_OP = 'UPDATE' AND NEW.version = OLD.version THEN
-        RETURN NULL;
-    END IF;
     INSERT INTO outbox (crawl, record_id, version, type, url, data, at)
     VALUES (NEW.crawl, NEW.id, NEW.version,
             CASE WHEN TG_OP = 'INSERT' THEN 'record.created'
@@ -46,8 +53,11 @@ BEGIN
     RETURN NULL;
 END
 $$;
-CREATE TRIGGER records_event AFTER INSERT OR UPDATE OF version ON records
+CREATE TRIGGER records_created AFTER INSERT ON records
     FOR EACH ROW EXECUTE FUNCTION crashsafe_record_event();
+-- The WHEN spares the function call for an update that keeps the version.
+CREATE TRIGGER records_changed AFTER UPDATE OF version ON records
+    FOR EACH ROW WHEN (NEW.version <> OLD.version) EXECUTE FUNCTION crashsafe_record_event();
 
 CREATE TABLE endpoints (
     id           bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -171,15 +171,19 @@ WHERE id = ANY(%(grant)s::bigint[]) AND outcome IS NULL;
 -- name: upsert_record
 -- many (ids distinct: store/core.py keeps one row per record of a group). A changed
 -- record, or a gone one yielded again, is a new version (its outbox event is written by
--- a trigger); every record notes the page and commit that yielded it last.
+-- a trigger); a record notes the page and the pass that yielded it last. An unchanged
+-- record yielded again in the same pass by the same page writes nothing.
+WITH this_pass AS (
+    SELECT coalesce(max(pass), 1) AS n FROM passes WHERE crawl = (%(crawl)s::text[])[1]
+)
 INSERT INTO records (crawl, id, source, key, url, content_hash, data,
-                     first_seen, last_changed, version, page, seen_grant)
+                     first_seen, last_changed, version, page, seen_pass)
 SELECT crawl, id, source, key, url, hash, data::jsonb, crashsafe_now(now),
-       crashsafe_now(now), 1, page, grant_id
+       crashsafe_now(now), 1, page, (SELECT n FROM this_pass)
 FROM unnest(%(crawl)s::text[], %(id)s::text[], %(source)s::text[], %(key)s::text[],
             %(url)s::text[], %(hash)s::text[], %(data)s::text[], %(now)s::float8[],
-            %(page)s::bigint[], %(grant)s::bigint[])
-     AS u(crawl, id, source, key, url, hash, data, now, page, grant_id)
+            %(page)s::bigint[])
+     AS u(crawl, id, source, key, url, hash, data, now, page)
 ON CONFLICT (crawl, id) DO UPDATE SET
     url = excluded.url,
     content_hash = excluded.content_hash,
@@ -191,17 +195,26 @@ ON CONFLICT (crawl, id) DO UPDATE SET
                                  OR records.gone_at IS NOT NULL)::int,
     gone_at = NULL,
     page = excluded.page,
-    seen_grant = excluded.seen_grant;
+    seen_pass = excluded.seen_pass
+WHERE records.content_hash <> excluded.content_hash OR records.gone_at IS NOT NULL
+   OR records.page IS DISTINCT FROM excluded.page OR records.seen_pass <> excluded.seen_pass;
 
 -- name: mark_gone
--- many: the records each page yielded before and not in this commit (grant).
-UPDATE records r
-SET gone_at = crashsafe_now(u.now), last_changed = crashsafe_now(u.now),
-    version = r.version + 1
-FROM unnest(%(crawl)s::text[], %(page)s::bigint[], %(grant)s::bigint[], %(now)s::float8[])
-     AS u(crawl, page, grant_id, now)
-WHERE r.crawl = u.crawl AND r.page = u.page AND r.gone_at IS NULL
-  AND r.seen_grant <> u.grant_id;
+-- Once the last pass is complete (no URL pending or leased): the live records of the pages
+-- it fetched that no page yielded in it. Each is a new version (a record.gone event).
+WITH last_pass AS (
+    SELECT max(pass) AS n, max(started_at) AS at FROM passes WHERE crawl = %(crawl)s
+)
+UPDATE records
+SET gone_at = crashsafe_now(%(now)s), last_changed = crashsafe_now(%(now)s),
+    version = version + 1
+WHERE crawl = %(crawl)s AND gone_at IS NULL
+  AND seen_pass < (SELECT n FROM last_pass)
+  AND page IN (
+      SELECT id FROM frontier
+      WHERE crawl = %(crawl)s AND state = 'done' AND done_at >= (SELECT at FROM last_pass))
+  AND NOT EXISTS (
+      SELECT 1 FROM frontier WHERE crawl = %(crawl)s AND state IN ('pending', 'leased'));
 
 -- name: mark_done
 -- many

@@ -1,13 +1,20 @@
 -- crashsafe schema, version 5 (SQLite): recrawls, the outbox and its deliveries, files.
 
--- The page (frontier id) that yielded a record last, and in which commit (its grant id):
--- a page fetched again marks gone, with a time, the records it yielded before and no
--- longer yields (or all of them, when it is now 404/410). A gone record that is yielded
--- again comes back as a new version.
+-- The page (frontier id) that yielded a record last, and in which pass. When a pass is
+-- complete (no URL pending or leased), the records of the pages it fetched that no page
+-- yielded in it (their page is now 404/410, or no longer lists them) are marked gone,
+-- with a time: at the end of the pass, not page by page, so that a record that moved to
+-- a page fetched later (a listing whose items shifted) is not taken for gone. A gone
+-- record yielded again comes back as a new version.
 ALTER TABLE records ADD COLUMN page INTEGER;
-ALTER TABLE records ADD COLUMN seen_grant INTEGER;
+ALTER TABLE records ADD COLUMN seen_pass INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE records ADD COLUMN gone_at REAL;
 CREATE INDEX records_page ON records (crawl, page);
+-- Records stored before: their page found by URL where it can be (a redirected page's
+-- record has the final URL, which may be no frontier key: that record is never gone).
+UPDATE records SET page = (
+    SELECT f.id FROM frontier f WHERE f.crawl = records.crawl AND f.url = records.url
+);
 
 -- Pass 1 is the first crawl; `crashsafe recrawl` starts pass 2, 3, ... by putting done
 -- URLs back to pending, and notes it here.
@@ -33,6 +40,14 @@ CREATE TABLE outbox (
     at        REAL    NOT NULL,
     UNIQUE (crawl, record_id, version)
 );
+
+-- Records stored before have an event for the version they hold: an endpoint's backlog
+-- holds every record.
+INSERT INTO outbox (crawl, record_id, version, type, url, data, at)
+SELECT crawl, id, version,
+       CASE WHEN version = 1 THEN 'record.created' ELSE 'record.updated' END,
+       url, data, last_changed
+FROM records;
 
 CREATE TRIGGER records_created AFTER INSERT ON records
 BEGIN

@@ -111,10 +111,12 @@ UPDATE lease_grants SET outcome = 'stale' WHERE id = :grant AND outcome IS NULL;
 
 -- name: upsert_record
 -- A changed record, or a gone one yielded again, is a new version (its outbox event is
--- written by a trigger); every record notes the page and commit that yielded it last.
+-- written by a trigger); a record notes the page and the pass that yielded it last. An
+-- unchanged record yielded again in the same pass by the same page writes nothing.
 INSERT INTO records (crawl, id, source, key, url, content_hash, data,
-                     first_seen, last_changed, version, page, seen_grant)
-VALUES (:crawl, :id, :source, :key, :url, :hash, :data, :now, :now, 1, :page, :grant)
+                     first_seen, last_changed, version, page, seen_pass)
+VALUES (:crawl, :id, :source, :key, :url, :hash, :data, :now, :now, 1, :page,
+        (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = :crawl))
 ON CONFLICT (crawl, id) DO UPDATE SET
     url = excluded.url,
     content_hash = excluded.content_hash,
@@ -126,13 +128,23 @@ ON CONFLICT (crawl, id) DO UPDATE SET
                                  OR records.gone_at IS NOT NULL),
     gone_at = NULL,
     page = excluded.page,
-    seen_grant = excluded.seen_grant;
+    seen_pass = excluded.seen_pass
+WHERE records.content_hash <> excluded.content_hash OR records.gone_at IS NOT NULL
+   OR records.page IS NOT excluded.page OR records.seen_pass <> excluded.seen_pass;
 
 -- name: mark_gone
--- The records a page yielded before and not in this commit (grant): gone, a new version.
+-- Once the last pass is complete (no URL pending or leased): the live records of the pages
+-- it fetched that no page yielded in it. Each is a new version (a record.gone event).
 UPDATE records
 SET gone_at = :now, last_changed = :now, version = version + 1
-WHERE crawl = :crawl AND page = :page AND gone_at IS NULL AND seen_grant <> :grant;
+WHERE crawl = :crawl AND gone_at IS NULL
+  AND seen_pass < (SELECT max(pass) FROM passes WHERE crawl = :crawl)
+  AND page IN (
+      SELECT id FROM frontier
+      WHERE crawl = :crawl AND state = 'done'
+        AND done_at >= (SELECT max(started_at) FROM passes WHERE crawl = :crawl))
+  AND NOT EXISTS (
+      SELECT 1 FROM frontier WHERE crawl = :crawl AND state IN ('pending', 'leased'));
 
 -- name: mark_done
 UPDATE frontier

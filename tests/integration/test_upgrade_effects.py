@@ -1,0 +1,77 @@
+"""A database crawled before the outbox existed (SQLite schema 4, PostgreSQL 2): after the
+upgrade, every record has an event in the outbox backlog, and its page is known, so a
+recrawl that finds the page gone marks the record gone."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from crashsafe.store import NewUrl, PageOutcome, Store, open_store
+from crashsafe.store import postgres as pg_store
+from crashsafe.store import sqlite as sqlite_store
+from tests import pg
+
+PAGE = "http://a/1"
+RECORD = ("c", "id-k", "s", "k", PAGE, "h", '{"price": "1"}', 1.0, 1.0, 1)
+INSERT_RECORD = (
+    "INSERT INTO records (crawl, id, source, key, url, content_hash, data, first_seen, "
+    "last_changed, version) VALUES ({})"
+)
+
+
+def old_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    with monkeypatch.context() as m:
+        m.setattr(sqlite_store, "MIGRATIONS", sqlite_store.MIGRATIONS[:4])
+        open_store(url, create=True).close()
+    with sqlite3.connect(tmp_path / "old.db") as db:
+        db.execute(
+            "INSERT INTO frontier (crawl, url, state, added_at, done_at) "
+            "VALUES ('c', ?, 'done', 1, 1)",
+            (PAGE,),
+        )
+        db.execute(INSERT_RECORD.format(",".join("?" * 10)), RECORD)
+    return url
+
+
+def old_postgres(url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    with monkeypatch.context() as m:
+        m.setattr(pg_store, "MIGRATIONS", pg_store.MIGRATIONS[:2])
+        open_store(url, create=True).close()
+    with pg.connect(url) as db:
+        db.execute(
+            "INSERT INTO frontier (crawl, url, url_hash, origin, state, added_at, done_at) "
+            "VALUES ('c', %s, sha256(convert_to(%s, 'UTF8')), 'http://a', 'done', "
+            "to_timestamp(1), to_timestamp(1))",
+            (PAGE, PAGE),
+        )
+        values = "%s, %s, %s, %s, %s, %s, %s::jsonb, to_timestamp(%s), to_timestamp(%s), %s"
+        db.execute(INSERT_RECORD.format(values), RECORD)
+    return url
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_records_stored_before_the_upgrade_get_events_and_can_go(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    if backend == "sqlite":
+        url = old_sqlite(tmp_path, monkeypatch)
+    else:
+        url = old_postgres(str(request.getfixturevalue("pg_url")), monkeypatch)
+    store: Store
+    with contextlib.closing(open_store(url)) as store:  # upgrades
+        owner = store.register_worker()
+        endpoint = store.endpoint("c", "http://127.0.0.1:9/hook")
+        [event] = store.lease_deliveries(endpoint.id, owner, 10, 60)
+        assert (event.record_id, event.version, event.type) == ("id-k", 1, "record.created")
+        assert store.recrawl("c").requeued == 1
+        [lease] = store.lease("c", owner, 10, 60)
+        assert store.commit_pages("c", [PageOutcome(lease, "done", 404)]) == [None]
+        assert store.finish_pass("c") == 1
+        [gone] = store.iter_records("c", since=1.0)
+        assert gone.gone_at is not None and gone.version == 2
+        store.enqueue("c", [NewUrl("http://a/2")])  # and the store works on as usual
