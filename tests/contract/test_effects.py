@@ -243,3 +243,20 @@ def test_a_disabled_endpoint_leases_nothing_until_replayed(store: Store) -> None
     store.replay_deliveries(C, HOOK)
     assert store.endpoint(C, HOOK).disabled_at is None
     assert len(store.lease_deliveries(endpoint.id, owner, 10, 30)) == 1
+
+
+def test_an_answer_from_before_a_replay_is_refused(store: Store) -> None:
+    store.enqueue(C, [NewUrl("http://a/1")])
+    crawl_page(store, "http://a/1", [rec("a", "1")])
+    endpoint = store.endpoint(C, HOOK)
+    owner = store.register_worker()
+    [first] = store.lease_deliveries(endpoint.id, owner, 10, 30)
+    store.finish_deliveries(owner, [DeliveryResult(first, "failed", 500, "HTTP 500")])
+    assert store.replay_deliveries(C) == 1
+    [again] = store.lease_deliveries(endpoint.id, owner, 10, 30)
+    assert (again.attempts, again.lease) == (first.attempts, first.lease + 1) == (1, 2)
+    # The first answer again (a retried call, say): same owner, same attempt, old lease.
+    store.finish_deliveries(owner, [DeliveryResult(first, "failed", 500, "HTTP 500")])
+    assert store.failed_deliveries(C) == []
+    store.finish_deliveries(owner, [DeliveryResult(again, "retry", 503, "HTTP 503", 0.0)])
+    assert store.deliveries_due(endpoint.id) == 0

@@ -126,3 +126,21 @@ def test_temporary_files_of_dead_processes_are_removed(tmp_path: Path) -> None:
 def test_a_file_needs_a_url(url: Any) -> None:
     with pytest.raises(ValueError, match="selector"):
         File(url)
+
+
+def test_a_files_folder_that_cannot_be_written_retries_the_page_then_fails_it(
+    shop: Callable[..., ShopThread], tmp_path: Path
+) -> None:
+    (tmp_path / "file").write_text("a file where the files folder should be")
+    site = shop(listings=1, per_listing=1)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    result = crashsafe.crawl(
+        Photos, db=db, start_urls=[f"{site.url}/list/0"], files_dir=str(tmp_path / "file" / "x"),
+        max_attempts=2, backoff_base=0.01, backoff_max=0.02,
+    )  # fmt: skip
+    assert result.stats.records == 0 and result.stats.failed == 1  # the listing: no product
+    store = open_store(db)
+    errors = [f.error or "" for f in store.failed()]
+    store.close()
+    assert all("cannot create the files folder" in e for e in errors)
+    assert all("gave up after 2 attempts" in e for e in errors)

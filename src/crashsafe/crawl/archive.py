@@ -10,8 +10,9 @@ is archived as its last response, under the final URL.
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from pathlib import Path
 
@@ -29,17 +30,27 @@ def _reason(status: int) -> str:
         return ""
 
 
-def archiver(settings: CrawlSettings) -> tuple[WarcArchive, Callable[[Response, Send], None]]:
-    """The worker's archive in ``settings.warc_dir``, and what writes one exchange to it."""
-    assert settings.warc_dir is not None
-    archive = WarcArchive(Path(settings.warc_dir), f"pid{os.getpid()}")
-    base = [("User-Agent", settings.user_agent), *settings.default_headers]
+class CrawlArchive:
+    """The worker's archive in ``settings.warc_dir``: exchanges are compressed and written
+    on a thread of their own, in the order they are handed over, so the event loop never
+    waits for gzip (some milliseconds for a large body) or an fsync at rotation. Opening it
+    repairs torn files of dead workers (``effects/warc.py``): open it off the loop too."""
 
-    def write(resp: Response, send: Send = GET) -> None:
+    def __init__(self, settings: CrawlSettings) -> None:
+        assert settings.warc_dir is not None
+        self._archive = WarcArchive(Path(settings.warc_dir), f"pid{os.getpid()}")
+        self._base = [("User-Agent", settings.user_agent), *settings.default_headers]
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="crashsafe-warc")
+
+    async def write(self, resp: Response, send: Send = GET) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._pool, self._write, resp, send)
+
+    def _write(self, resp: Response, send: Send) -> None:
         own = list((send.headers or {}).items())
         names = {k.lower() for k, _ in own}
-        sent = [(k, v) for k, v in base if k.lower() not in names] + own
-        archive.write_exchange(
+        sent = [(k, v) for k, v in self._base if k.lower() not in names] + own
+        self._archive.write_exchange(
             url=resp.url,
             method=send.method,
             request_headers=[(k, "[redacted]" if k.lower() in CREDENTIALS else v) for k, v in sent],
@@ -50,4 +61,7 @@ def archiver(settings: CrawlSettings) -> tuple[WarcArchive, Callable[[Response, 
             body=resp.body,
         )
 
-    return archive, write
+    def close(self) -> None:
+        """Wait for the writes handed over, then close (fsync) the file."""
+        self._pool.shutdown(wait=True)
+        self._archive.close()

@@ -12,11 +12,12 @@ disallowed) is stored in the record as ``{"url", "error"}``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -29,10 +30,12 @@ from crashsafe.crawl.fetch import (
     TransientFetchError,
     fetch,
 )
+from crashsafe.crawl.politeness import HostSlots
 from crashsafe.crawl.robots import Robots, RobotsUnavailable
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Page, Record
 from crashsafe.effects.files import File, FileStore, reference, replace_files, wanted
+from crashsafe.errors import CrashsafeError
 from crashsafe.store import FileRow
 
 
@@ -62,7 +65,8 @@ class Downloads:
         folder: Path,
         robots: Callable[[], Robots | None],
         guard: AddressGuard | None,
-        archive: Callable[[Response, Send], None] | None = None,
+        hosts: HostSlots,
+        archive: Callable[[Response, Send], Awaitable[None]] | None = None,
     ) -> None:
         self.session = session
         self.settings = settings
@@ -70,7 +74,10 @@ class Downloads:
         self._files: FileStore | None = None
         self.robots = robots
         self.guard = guard
+        self.hosts = hosts
         self.archive = archive
+        # Downloads in flight for the whole crawl: a page with 100 pictures waits its turn.
+        self._slots = asyncio.Semaphore(settings.concurrency)
 
     @property
     def files(self) -> FileStore:
@@ -90,7 +97,12 @@ class Downloads:
             TransientFetchError: a download failed for now; retry the page.
         """
         urls = list(dict.fromkeys(f.url for f in made))
-        outcomes = await asyncio.gather(*(self._one(page.urljoin(url)) for url in urls))
+        try:  # one that fails for now: the others are cancelled (the page is retried)
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._one(page.urljoin(url))) for url in urls]
+        except ExceptionGroup as failed:  # the first error is the page's
+            raise failed.exceptions[0] from None
+        outcomes = [task.result() for task in tasks]
         done = {url: ref for url, (ref, _) in zip(urls, outcomes, strict=True)}
         rows = [row for _, row in outcomes if row is not None]
         resolved: list[Any] = []
@@ -108,18 +120,21 @@ class Downloads:
         if _http(url) is None:
             return {"url": url, "error": "not an http(s) URL"}, None
         robots = self.robots()
+        delay = None
         if robots is not None:
             try:
                 verdict = robots.check_loaded(url) or await robots.check(url)
             except RobotsUnavailable as exc:
                 raise TransientFetchError(f"download {url}: {exc}") from None
-            if not verdict[0]:
+            allowed, delay = verdict
+            if not allowed:
                 return {"url": url, "error": "disallowed by robots.txt"}, None
         try:
-            resp = await fetch(
-                self.session, url, self.settings, redirect_to=_http, guard=self.guard,
-                max_bytes=self.settings.max_file_bytes,
-            )  # fmt: skip
+            async with self._slots, self.hosts.slot(urlsplit(url).netloc, delay):
+                resp = await fetch(
+                    self.session, url, self.settings, redirect_to=_http, guard=self.guard,
+                    max_bytes=self.settings.max_file_bytes,
+                )  # fmt: skip
         except PermanentFetchError as exc:
             return {
                 "url": url,
@@ -128,13 +143,16 @@ class Downloads:
         except TransientFetchError as exc:
             raise TransientFetchError(f"download {url}: {exc}") from None
         if self.archive is not None:
-            self.archive(resp, GET)
+            await self.archive(resp, GET)
         if resp.status == 429 or resp.status >= 500:
             raise TransientFetchError(f"download {url}: HTTP {resp.status}")
         if not 200 <= resp.status < 300:
             return {"url": url, "error": f"HTTP {resp.status}"}, None
-        files = self.files
-        sha, path = await asyncio.to_thread(files.put, resp.body)
+        try:  # a full disk, a folder not writable: the page waits with its records
+            files = self.files
+            sha, path = await asyncio.to_thread(files.put, resp.body)
+        except CrashsafeError as exc:
+            raise TransientFetchError(f"download {url}: {exc}") from None
         content_type = resp.headers.get("Content-Type")
         size = len(resp.body)
         return reference(url, sha, path, size, content_type), FileRow(sha, size, content_type, url)

@@ -45,10 +45,9 @@ from crashsafe.store.process import store_runner
 if TYPE_CHECKING:
     from crashsafe.crawl.addresses import AddressGuard
     from crashsafe.crawl.allow import LinkFilter
-    from crashsafe.crawl.fetch import Response, Send
+    from crashsafe.crawl.archive import CrawlArchive
     from crashsafe.crawl.pages import PageProcessor
     from crashsafe.crawl.sessions import CookieSync
-    from crashsafe.effects.warc import WarcArchive
 
 # aiohttp (fetch, pages, addresses), yarl (allow) and rich (progress) are imported when a
 # crawl runs, not with this module: a Crawler starts its store process when it is made,
@@ -326,7 +325,8 @@ class Crawler:
                 load = functools.partial(self._call, self.store.cookies, self.crawl)
                 self._cookies = CookieSync(session.cookie_jar, load)
                 await self._cookies.catch_up(0)
-            archive, write = self._archive()
+            archive = await self._archive()
+            write = None if archive is None else archive.write
             processor = PageProcessor(
                 spider=self.spider,
                 settings=self.settings,
@@ -341,7 +341,8 @@ class Crawler:
             )
             processor.downloads = Downloads(
                 session=session, settings=self.settings, folder=self._files_folder(),
-                robots=lambda: processor.robots, guard=guard, archive=write,
+                robots=lambda: processor.robots, guard=guard, hosts=processor.hosts,
+                archive=write,
             )  # fmt: skip
             if self.settings.obey_robots:
                 backoff = functools.partial(processor.backoff, retry_after=None)
@@ -353,7 +354,7 @@ class Crawler:
                 if processor.robots is not None:
                     await processor.robots.close()
                 if archive is not None:
-                    archive.close()
+                    await asyncio.to_thread(archive.close)
         if self._fatal is not None:
             raise self._fatal
         if not interrupted:  # the pass is complete: what no page yielded in it is gone
@@ -368,12 +369,12 @@ class Crawler:
 
         return default_folder(self.store.url)
 
-    def _archive(self) -> tuple[WarcArchive | None, Callable[[Response, Send], None] | None]:
+    async def _archive(self) -> CrawlArchive | None:
         if self.settings.warc_dir is None:
-            return None, None
-        from crashsafe.crawl.archive import archiver
+            return None
+        from crashsafe.crawl.archive import CrawlArchive
 
-        return archiver(self.settings)
+        return await asyncio.to_thread(CrawlArchive, self.settings)
 
     def _robots(
         self,

@@ -13,7 +13,7 @@ import random
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
@@ -83,7 +83,7 @@ class PageProcessor:
         guard: AddressGuard | None = None,
         rng: random.Random | None = None,
         downloads: Downloads | None = None,
-        archive: Callable[[Response, Send], None] | None = None,
+        archive: Callable[[Response, Send], Awaitable[None]] | None = None,
     ) -> None:
         self.spider = spider
         self.sends = sends
@@ -133,7 +133,7 @@ class PageProcessor:
             send=send,
         )
         if self.archive is not None:
-            self.archive(resp, send)
+            await self.archive(resp, send)
         return resp
 
     async def process(self, lease: Lease, on_request: Callable[[], None]) -> PageOutcome:

@@ -118,10 +118,12 @@ class Dispatcher:
                 )  # fmt: skip
                 if leased:
                     results = await asyncio.gather(*(self._send(session, d) for d in leased))
-                    await asyncio.to_thread(self.store.finish_deliveries, self.owner, results)
-                    if any(r.status == 410 for r in results):
-                        why = f"{self.url} answered 410 Gone"
-                        await asyncio.to_thread(self.store.disable_endpoint, endpoint.id, why)
+                    gone = any(r.status == 410 for r in results)
+                    why = f"{self.url} answered 410 Gone" if gone else None
+                    await asyncio.to_thread(
+                        self.store.finish_deliveries, self.owner, results, disable=why
+                    )
+                    if why is not None:
                         self.report.disabled = why
                         break
                     continue

@@ -19,9 +19,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import itertools
 import os
+import secrets
 import socket
+import time
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from crashsafe.errors import ConfigError, StoreError
 from crashsafe.files import open_private, private_folder
 
 TMP = ".tmp"
+STALE_TEMP = 24 * 3600.0  # a temporary file this old is left over, whatever host made it
 #: The Files a spider callback makes, noted while the crawl runs it (crawl/downloads.py):
 #: only a page that made one is searched for them.
 wanted: ContextVar[list[File] | None] = ContextVar("wanted", default=None)
@@ -78,19 +80,26 @@ class FileStore:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self._tmp = folder / TMP
-        self._names = itertools.count()
-        private_folder(self._tmp)
+        try:
+            private_folder(self._tmp)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create the files folder {folder}: {exc.strerror or exc}; choose a "
+                "writable place (--files DIR, or the files_dir setting)"
+            ) from None
         self._remove_dead_temps()
 
     def _remove_dead_temps(self) -> None:
-        """Temporary files left by killed processes of this host (their PID is gone)."""
+        """Temporary files left by killed processes: of this host when their PID is gone,
+        of any host (a shared folder) once a day old."""
         prefix = f"{_host()}-"
+        old = time.time() - STALE_TEMP
         for entry in self._tmp.iterdir():
-            if not entry.name.startswith(prefix):
-                continue
             pid = entry.name[len(prefix) :].split("-", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
-                with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(FileNotFoundError):
+                if (
+                    entry.name.startswith(prefix) and pid.isdigit() and not _alive(int(pid))
+                ) or entry.stat().st_mtime < old:
                     entry.unlink()
 
     @staticmethod
@@ -105,7 +114,9 @@ class FileStore:
         final = self.folder / rel
         if final.exists():
             return sha, rel
-        tmp = self._tmp / f"{_host()}-{os.getpid()}-{next(self._names)}"
+        # Random: a process of a restarted container may have the PID and host name of
+        # one that left a temporary file behind.
+        tmp = self._tmp / f"{_host()}-{os.getpid()}-{secrets.token_hex(8)}"
         try:
             fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, follow=False)
             try:
@@ -124,7 +135,7 @@ class FileStore:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise StoreError(
                     f"disk full while storing a download in {self.folder}: free some space "
-                    "and run the same command again (the page is fetched again)"
+                    "(the page is retried later with its records)"
                 ) from None
             raise ConfigError(f"cannot store a download in {self.folder}: {exc}") from None
         return sha, rel

@@ -105,10 +105,11 @@ class WarcArchive:
                 f"cannot create the WARC folder {folder}: {exc.strerror or exc}; "
                 "choose a writable place"
             ) from None
-        # Only the newest file can be torn: a worker rotates after fsync'ing the last one.
-        previous = _files_of(folder, self.worker)
-        if previous:
-            trim_torn_tail(previous[-1])
+        # Only the newest file of a series can be torn: a worker rotates after fsync'ing
+        # the last one. Every series is looked at, not only this worker's: a worker named
+        # by its PID never meets its series again after a restart.
+        for newest in _newest_of_each(folder):
+            trim_torn_tail(newest)
 
     @property
     def paths(self) -> list[Path]:
@@ -296,11 +297,18 @@ def _write_error(path: Path, exc: OSError) -> CrashsafeError:
     return StoreError(f"cannot write the WARC file {path}: {exc.strerror or exc}")
 
 
-def _files_of(folder: Path, worker: str) -> list[Path]:
-    """The archive files of ``worker`` in ``folder``, oldest first."""
-    name = re.compile(rf"crashsafe-(\d{{14}})-{re.escape(worker)}-(\d{{5,}})\.warc\.gz")
-    found = [(m[1], int(m[2]), p) for p in folder.iterdir() if (m := name.fullmatch(p.name))]
-    return [path for *_, path in sorted(found)]
+_ANY_SERIES = re.compile(r"crashsafe-(\d{14})-(.+)-(\d{5,})\.warc\.gz")
+
+
+def _newest_of_each(folder: Path) -> list[Path]:
+    """The newest file of each worker's series in ``folder``."""
+    newest: dict[str, tuple[str, int, Path]] = {}
+    for p in folder.iterdir():
+        if (m := _ANY_SERIES.fullmatch(p.name)) is not None:
+            key = (m[1], int(m[3]), p)
+            if m[2] not in newest or key[:2] > newest[m[2]][:2]:
+                newest[m[2]] = key
+    return [path for *_, path in newest.values()]
 
 
 def trim_torn_tail(path: Path) -> int:

@@ -113,22 +113,26 @@ class SQLEffects(SQLBase):
             p = {"endpoint": endpoint, "owner": owner, "limit": limit,
                  "lease_seconds": lease_seconds, "now": self._now()}  # fmt: skip
             with self._write() as tx:
-                leased = dict(tx.rows("lease_deliveries", p))
+                leased = {event: (n, lease) for event, n, lease in tx.rows("lease_deliveries", p)}
                 if not leased:
                     return []
                 events = tx.rows("get_events", {"ids": sorted(leased)})
             return sorted(
-                (Delivery(endpoint, int(id_), int(leased[id_]), crawl, record_id, int(version),
-                          type_, url, data, float(at))
+                (Delivery(endpoint, int(id_), int(leased[id_][0]), crawl, record_id,
+                          int(version), type_, url, data, float(at), int(leased[id_][1]))
                  for id_, crawl, record_id, version, type_, url, data, at in events),
                 key=lambda d: d.event,
             )  # fmt: skip
 
         return self._run(go)
 
-    def finish_deliveries(self, owner: str, results: Sequence[DeliveryResult]) -> None:
+    def finish_deliveries(
+        self, owner: str, results: Sequence[DeliveryResult], *, disable: str | None = None
+    ) -> None:
         """Store the answers; a retry or failure is dropped if the lease is no longer
-        ``owner``'s current one (it lapsed and was granted again)."""
+        ``owner``'s current one (it lapsed and was granted again). ``disable``: disable
+        the endpoint, for that reason, in the same transaction (it answered 410), so no
+        other dispatcher leases its deliveries in between."""
         if not results:
             return
         now = self._now()
@@ -139,7 +143,7 @@ class SQLEffects(SQLBase):
                                    "status": r.status, "now": now}  # fmt: skip
             if r.kind != "delivered":
                 row |= {"error": storable(r.error or ""), "owner": owner,
-                        "attempts": d.attempts}  # fmt: skip
+                        "lease": d.lease}  # fmt: skip
             if r.kind == "retry":
                 row["retry_in"] = r.retry_in
             rows[r.kind].append(row)
@@ -150,6 +154,9 @@ class SQLEffects(SQLBase):
                                    ("failed", "delivery_failed")):  # fmt: skip
                     if rows[kind]:
                         tx.many(name, rows[kind])
+                if disable is not None:
+                    tx.run("disable_endpoint", {"endpoint": results[0].delivery.endpoint,
+                                                "why": storable(disable), "now": now})  # fmt: skip
 
         self._run(go)
 

@@ -382,7 +382,8 @@ class Endpoint:
 @dataclass(frozen=True, slots=True)
 class Delivery:
     """An outbox event leased for delivery to one endpoint. ``attempts`` counts the
-    leases granted so far, this one included; with the owner it fences the answer."""
+    leases granted since it was last queued (a replay starts again at 0), this one
+    included: the retry schedule's step."""
 
     endpoint: int
     event: int
@@ -394,6 +395,7 @@ class Delivery:
     url: str | None
     data: str  # the record's data as JSON text, as that version had it
     at: float  # when the event was written (the record changed)
+    lease: int = 0  # the delivery's leases so far, never reset: fences the answer
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,6 +75,7 @@ CREATE TABLE deliveries (
     state           text        NOT NULL DEFAULT 'pending'
                     CHECK (state IN ('pending', 'leased', 'delivered', 'failed')),
     attempts        integer     NOT NULL DEFAULT 0,
+    leases          integer     NOT NULL DEFAULT 0,
     next_attempt_at timestamptz NOT NULL DEFAULT 'epoch',
     lease_owner     text,
     lease_expires   timestamptz,

@@ -537,10 +537,11 @@ WITH picked AS (
 )
 UPDATE deliveries d
 SET state = 'leased', lease_owner = %(owner)s, attempts = d.attempts + 1,
+    leases = d.leases + 1,
     lease_expires = crashsafe_now(%(now)s) + make_interval(secs => %(lease_seconds)s::float8)
 FROM picked
 WHERE d.endpoint = %(endpoint)s AND d.event = picked.event
-RETURNING d.event, d.attempts;
+RETURNING d.event, d.attempts, d.leases;
 
 -- name: get_events
 SELECT id, crawl, record_id, version, type, url, data::text, extract(epoch FROM at)::float8
@@ -563,10 +564,10 @@ SET state = 'pending', last_status = u.status, last_error = u.error,
     lease_owner = NULL, lease_expires = NULL
 FROM unnest(%(endpoint)s::bigint[], %(event)s::bigint[], %(status)s::int[],
             %(error)s::text[], %(retry_in)s::float8[], %(owner)s::text[],
-            %(attempts)s::int[], %(now)s::float8[])
-     AS u(endpoint, event, status, error, retry_in, owner, attempts, now)
+            %(lease)s::int[], %(now)s::float8[])
+     AS u(endpoint, event, status, error, retry_in, owner, lease, now)
 WHERE d.endpoint = u.endpoint AND d.event = u.event AND d.state = 'leased'
-  AND d.lease_owner = u.owner AND d.attempts = u.attempts;
+  AND d.lease_owner = u.owner AND d.leases = u.lease;
 
 -- name: delivery_failed
 -- many
@@ -574,10 +575,10 @@ UPDATE deliveries d
 SET state = 'failed', done_at = crashsafe_now(u.now), last_status = u.status,
     last_error = u.error, lease_owner = NULL, lease_expires = NULL
 FROM unnest(%(endpoint)s::bigint[], %(event)s::bigint[], %(status)s::int[],
-            %(error)s::text[], %(owner)s::text[], %(attempts)s::int[], %(now)s::float8[])
-     AS u(endpoint, event, status, error, owner, attempts, now)
+            %(error)s::text[], %(owner)s::text[], %(lease)s::int[], %(now)s::float8[])
+     AS u(endpoint, event, status, error, owner, lease, now)
 WHERE d.endpoint = u.endpoint AND d.event = u.event AND d.state = 'leased'
-  AND d.lease_owner = u.owner AND d.attempts = u.attempts;
+  AND d.lease_owner = u.owner AND d.leases = u.lease;
 
 -- name: disable_endpoint
 UPDATE endpoints SET disabled_at = crashsafe_now(%(now)s), disabled_why = %(why)s

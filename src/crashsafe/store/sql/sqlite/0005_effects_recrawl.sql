@@ -80,14 +80,16 @@ CREATE TABLE endpoints (
 );
 
 -- One delivery per (endpoint, event), leased like a frontier URL so several dispatchers
--- can run: attempts counts leases granted (a lease lost to a kill counts: the request
--- may have been sent), and fences the answer (only the current lease's answer is stored).
+-- can run: attempts counts leases granted since it was last queued (a lease lost to a
+-- kill counts: the request may have been sent); leases counts them all, and fences the
+-- answer (only the current lease's answer is stored).
 CREATE TABLE deliveries (
     endpoint        INTEGER NOT NULL,
     event           INTEGER NOT NULL,
     state           TEXT    NOT NULL DEFAULT 'pending'
                     CHECK (state IN ('pending', 'leased', 'delivered', 'failed')),
     attempts        INTEGER NOT NULL DEFAULT 0,
+    leases          INTEGER NOT NULL DEFAULT 0,  -- never reset (a replay resets attempts)
     next_attempt_at REAL    NOT NULL DEFAULT 0,
     lease_owner     TEXT,
     lease_expires   REAL,

@@ -383,7 +383,7 @@ ON CONFLICT DO NOTHING;
 -- the order the events were written.
 UPDATE deliveries
 SET state = 'leased', lease_owner = :owner, lease_expires = :now + :lease_seconds,
-    attempts = attempts + 1
+    attempts = attempts + 1, leases = leases + 1
 WHERE endpoint = :endpoint AND event IN (
     SELECT event FROM deliveries
     WHERE endpoint = :endpoint
@@ -392,7 +392,7 @@ WHERE endpoint = :endpoint AND event IN (
     ORDER BY event
     LIMIT :limit
 ) AND (SELECT disabled_at FROM endpoints WHERE id = :endpoint) IS NULL
-RETURNING event, attempts;
+RETURNING event, attempts, leases;
 
 -- name: get_events
 SELECT id, crawl, record_id, version, type, url, data, at FROM outbox
@@ -410,14 +410,14 @@ UPDATE deliveries
 SET state = 'pending', next_attempt_at = :now + :retry_in, last_status = :status,
     last_error = :error, lease_owner = NULL, lease_expires = NULL
 WHERE endpoint = :endpoint AND event = :event AND state = 'leased'
-  AND lease_owner = :owner AND attempts = :attempts;
+  AND lease_owner = :owner AND leases = :lease;
 
 -- name: delivery_failed
 UPDATE deliveries
 SET state = 'failed', done_at = :now, last_status = :status, last_error = :error,
     lease_owner = NULL, lease_expires = NULL
 WHERE endpoint = :endpoint AND event = :event AND state = 'leased'
-  AND lease_owner = :owner AND attempts = :attempts;
+  AND lease_owner = :owner AND leases = :lease;
 
 -- name: disable_endpoint
 UPDATE endpoints SET disabled_at = :now, disabled_why = :why
