@@ -185,7 +185,8 @@ def crawl(
     store = open_db(db_url, create=True)
     from crashsafe.cli.effects_cmds import RunMark
 
-    before = RunMark.take(store, spider_cls.name)
+    # (a worker of --workers reports nothing: the command that started it does)
+    before = RunMark.take(store, spider_cls.name) if parent_fd is None else None
     if workers > 1:
         if os.name != "posix":
             store.close()
@@ -212,7 +213,7 @@ def crawl(
             store_server=None if store_fd is None else socket.socket(fileno=store_fd),
         )
         result = aio.run(crawler.run())
-        this_run = RunMark.take(store, spider_cls.name).since(before)
+        this_run = None if before is None else RunMark.take(store, spider_cls.name).since(before)
     finally:
         store.close()
     if parent_fd is not None:  # a worker: the command that started it reports
@@ -306,6 +307,17 @@ def crawl_names(store: Store, crawl: str | None) -> list[str]:
             )
         return [crawl]
     return names
+
+
+def one_crawl(store: Store, crawl: str | None) -> str:
+    """The crawl a command that works on one crawl is about: ``--crawl``, or the only one."""
+    names = crawl_names(store, crawl)
+    if len(names) != 1:
+        raise ConfigError(
+            f"{masked(store.url)} has {len(names)} crawls ({', '.join(names) or 'none'}): "
+            "choose one with --crawl"
+        )
+    return names[0]
 
 
 @click.command()

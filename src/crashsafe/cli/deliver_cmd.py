@@ -10,10 +10,11 @@ from urllib.parse import urlsplit
 import click
 
 from crashsafe import aio
+from crashsafe.cli.crawl_cmds import one_crawl
 from crashsafe.cli.effects_cmds import parse_duration
 from crashsafe.cli.options import db_option, fmt_seconds, iso_time, open_db, short_error
 from crashsafe.errors import ConfigError
-from crashsafe.store import Store, masked
+from crashsafe.store import Store
 from crashsafe.text import printable
 
 if TYPE_CHECKING:
@@ -21,18 +22,6 @@ if TYPE_CHECKING:
     from crashsafe.effects.webhooks import RetrySchedule, Signer
 
 SECRET_ENV = "CRASHSAFE_WEBHOOK_SECRET"
-
-
-def one_crawl(store: Store, crawl: str | None) -> str:
-    from crashsafe.cli.crawl_cmds import crawl_names
-
-    names = crawl_names(store, crawl)
-    if len(names) != 1:
-        raise ConfigError(
-            f"{masked(store.url)} has {len(names)} crawls ({', '.join(names) or 'none'}): "
-            "choose one with --crawl"
-        )
-    return names[0]
 
 
 def _check_webhook(url: str) -> str:

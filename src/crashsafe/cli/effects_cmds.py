@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import click
 
 from crashsafe.cli.options import db_option, iso_time, open_db
+from crashsafe.durations import seconds
 from crashsafe.errors import ConfigError
-from crashsafe.store import EffectStats, Store, masked
+from crashsafe.store import EffectStats, Store
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
 
 def parse_duration(text: str, option: str) -> float:
     """``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1w`` as seconds."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
-    if not match:
+    value = seconds(text)
+    if value is None:
         raise ConfigError(f"{option} {text!r}: give a duration like 30s, 15m, 2h or 1d")
-    return float(match[1]) * UNITS[match[2] or "s"]
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,24 +86,19 @@ def recrawl(db_url: str, crawl_name: str | None, older_than: str) -> None:
     moves); records its page no longer yields, or whose page is now 404/410, are marked
     gone. `crashsafe export --since last-pass --changed-only` then lists what changed.
     """
-    from crashsafe.cli.crawl_cmds import crawl_names
+    from crashsafe.cli.crawl_cmds import one_crawl
 
-    seconds = parse_duration(older_than, "--older-than")
+    age = parse_duration(older_than, "--older-than")
     store = open_db(db_url)
     try:
-        names = crawl_names(store, crawl_name)
-        if len(names) != 1:
-            raise ConfigError(
-                f"{masked(db_url)} has {len(names)} crawls ({', '.join(names) or 'none'}): "
-                "choose one with --crawl"
-            )
-        started = store.recrawl(names[0], older_than=seconds)
+        crawl = one_crawl(store, crawl_name)
+        started = store.recrawl(crawl, older_than=age)
     finally:
         store.close()
     if started.requeued == 0:
-        click.echo(f"{names[0]}: no done page is older than {older_than}; no pass begun.")
+        click.echo(f"{crawl}: no done page is older than {older_than}; no pass begun.")
         return
     click.echo(
-        f"{names[0]}: pass {started.number} begun, {started.requeued:,} pages queued again; "
+        f"{crawl}: pass {started.number} begun, {started.requeued:,} pages queued again; "
         f"run `crashsafe crawl` with the same spider and --db to fetch them."
     )

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import orjson
 from standardwebhooks.webhooks import Webhook
 
+from crashsafe.durations import seconds
 from crashsafe.errors import ConfigError
 
 __all__ = [
@@ -63,8 +64,6 @@ _MIN_SECRET_BYTES = 24  # the spec: "At least 24 bytes (192 bits, 512 maximum)"
 # The spec asks that ids hold no "." (the signed text is "{id}.{timestamp}.{body}"), and a
 # header value must hold no line break.
 _MSG_ID = re.compile(r"[A-Za-z0-9_-]{1,256}")
-_DELAY = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([smh]?)")
-_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600}
 
 
 def new_secret() -> str:
@@ -214,13 +213,13 @@ class RetrySchedule:
         """
         delays = []
         for part in text.split(","):
-            match = _DELAY.fullmatch(part.strip())
-            if match is None:
+            delay = seconds(part)
+            if delay is None:
                 raise ConfigError(
                     f"retry schedule {text!r}: {part.strip()!r} is not a delay; give "
                     "comma-separated seconds, or numbers ending in s, m or h: '5s,5m,30m,2h'"
                 )
-            delays.append(float(match[1]) * _UNIT[match[2]])
+            delays.append(delay)
         return cls(tuple(delays), jitter, rng if rng is not None else random.Random())
 
     @property

@@ -19,24 +19,26 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
+from crashsafe.store.effect_values import (
+    Delivery,
+    DeliveryResult,
+    EffectStats,
+    Endpoint,
+    FailedDelivery,
+    FileRow,
+    Pass,
+)
 from crashsafe.store.values import (
     STALE,
     Backoff,
     CookieRow,
     CrawlStats,
-    Delivery,
-    DeliveryResult,
     Due,
-    EffectStats,
-    Endpoint,
-    FailedDelivery,
     FailedUrl,
-    FileRow,
     Lease,
     NewUrl,
     Outcome,
     PageOutcome,
-    Pass,
     Politeness,
     RecordRow,
     RobotsEntry,

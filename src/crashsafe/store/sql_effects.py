@@ -14,16 +14,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from crashsafe.store.sql_base import SQLBase, first
-from crashsafe.store.values import (
+from crashsafe.store.effect_values import (
     Delivery,
     DeliveryResult,
     EffectStats,
     Endpoint,
     FailedDelivery,
     Pass,
-    storable,
 )
+from crashsafe.store.sql_base import SQLBase, first
+from crashsafe.store.values import storable
 
 
 class SQLEffects(SQLBase):

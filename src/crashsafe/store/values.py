@@ -11,7 +11,10 @@ import json
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from crashsafe.store.effect_values import FileRow
 
 Outcome = Literal["done", "retry", "failed", "skipped", "deferred"]
 C = TypeVar("C", bound=type)
@@ -322,104 +325,3 @@ class WorkerInfo:
     alive: bool
     leases: int
     pages: int
-
-
-@pickled_as_tuple
-@dataclass(frozen=True, slots=True)
-class FileRow:
-    """A file a page downloaded, stored under its SHA-256 (``effects/files.py``); its row
-    is written with the page's records, which refer to it."""
-
-    sha256: str
-    size: int
-    content_type: str | None
-    url: str
-
-
-@dataclass(frozen=True, slots=True)
-class Pass:
-    """A recrawl begun: pass ``number`` (the first crawl is pass 1), with ``requeued``
-    done URLs put back to pending (0: none was old enough, and no pass began)."""
-
-    number: int
-    requeued: int
-
-
-@dataclass(frozen=True, slots=True)
-class EffectStats:
-    """A crawl's passes, record versions, files and outbox, computed from rows.
-
-    ``changed_last_pass`` counts records first seen before the last pass began that
-    changed (or went) since; ``deliveries`` maps a delivery state (``pending``,
-    ``leased``, ``delivered``, ``failed``) to its count over every endpoint.
-    """
-
-    crawl: str
-    passes: int = 1
-    last_pass_at: float | None = None
-    versions: int = 0
-    records_changed: int = 0
-    gone: int = 0
-    changed_last_pass: int = 0
-    files: int = 0
-    file_bytes: int = 0
-    events: int = 0
-    deliveries: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """A webhook a crawl's events are delivered to; ``disabled_at`` set once it answered
-    410 Gone."""
-
-    id: int
-    crawl: str
-    url: str
-    disabled_at: float | None
-    disabled_why: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """An outbox event leased for delivery to one endpoint. ``attempts`` counts the
-    leases granted since it was last queued (a replay starts again at 0), this one
-    included: the retry schedule's step."""
-
-    endpoint: int
-    event: int
-    attempts: int
-    crawl: str
-    record_id: str
-    version: int
-    type: str
-    url: str | None
-    data: str  # the record's data as JSON text, as that version had it
-    at: float  # when the event was written (the record changed)
-    lease: int = 0  # the delivery's leases so far, never reset: fences the answer
-
-
-@dataclass(frozen=True, slots=True)
-class DeliveryResult:
-    """What became of one leased delivery: ``delivered``, ``retry`` (after
-    ``retry_in`` seconds) or ``failed`` (the retry schedule is spent)."""
-
-    delivery: Delivery
-    kind: Literal["delivered", "retry", "failed"]
-    status: int | None = None
-    error: str | None = None
-    retry_in: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class FailedDelivery:
-    """A delivery that gave up after ``attempts`` leases, last with ``status``/``error``."""
-
-    endpoint_url: str
-    crawl: str
-    record_id: str
-    version: int
-    type: str
-    attempts: int
-    status: int | None
-    error: str | None
-    failed_at: float | None
