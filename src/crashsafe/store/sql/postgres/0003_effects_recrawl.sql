@@ -6,7 +6,6 @@
 ALTER TABLE records ADD COLUMN page bigint;
 ALTER TABLE records ADD COLUMN seen_pass integer NOT NULL DEFAULT 1;
 ALTER TABLE records ADD COLUMN gone_at timestamptz;
-CREATE INDEX records_page ON records (crawl, page);
 UPDATE records r SET page = f.id
 FROM frontier f
 WHERE f.crawl = r.crawl AND f.url_hash = sha256(convert_to(r.url, 'UTF8'));
@@ -28,8 +27,7 @@ CREATE TABLE outbox (
               CHECK (type IN ('record.created', 'record.updated', 'record.gone')),
     url       text,
     data      jsonb       NOT NULL,
-    at        timestamptz NOT NULL,
-    UNIQUE (crawl, record_id, version)
+    at        timestamptz NOT NULL
 );
 
 INSERT INTO outbox (crawl, record_id, version, type, url, data, at)
@@ -48,8 +46,7 @@ BEGIN
             CASE WHEN TG_OP = 'INSERT' THEN 'record.created'
                  WHEN NEW.gone_at IS NULL THEN 'record.updated'
                  ELSE 'record.gone' END,
-            NEW.url, NEW.data, NEW.last_changed)
-    ON CONFLICT DO NOTHING;
+            NEW.url, NEW.data, NEW.last_changed);
     RETURN NULL;
 END
 $$;
