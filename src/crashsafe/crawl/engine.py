@@ -20,12 +20,9 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from crashsafe.collector import rarer_gc
-from crashsafe.crawl.politeness import HostSlots
-from crashsafe.crawl.robots import ROBOTS_MAX_REDIRECTS, Robots, RobotsStore
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Spider, start_requests_of
 from crashsafe.crawl.upkeep import Upkeep
@@ -43,9 +40,6 @@ from crashsafe.store import (
 from crashsafe.store.process import store_runner
 
 if TYPE_CHECKING:
-    from crashsafe.crawl.addresses import AddressGuard
-    from crashsafe.crawl.allow import LinkFilter
-    from crashsafe.crawl.archive import CrawlArchive
     from crashsafe.crawl.pages import PageProcessor
     from crashsafe.crawl.sessions import CookieSync
 
@@ -315,9 +309,8 @@ class Crawler:
                 f"database holds no URL of crawl {self.crawl!r}: nothing to crawl. Set "
                 "start_urls = [...] on the spider or pass --start-url.\n"
             )
-        from crashsafe.crawl.downloads import Downloads
+        from crashsafe.crawl.assembly import assemble
         from crashsafe.crawl.fetch import new_session
-        from crashsafe.crawl.pages import PageProcessor
 
         resolver = GuardedResolver(guard, self._resolver)
         async with new_session(self.settings, resolver=resolver) as session:
@@ -325,28 +318,11 @@ class Crawler:
                 load = functools.partial(self._call, self.store.cookies, self.crawl)
                 self._cookies = CookieSync(session.cookie_jar, load)
                 await self._cookies.catch_up(0)
-            archive = await self._archive()
-            write = None if archive is None else archive.write
-            processor = PageProcessor(
-                spider=self.spider,
-                settings=self.settings,
-                session=session,
-                robots=None,
-                hosts=HostSlots(self.settings.host_limit, self.settings.per_host_delay),
-                links=links,
-                sends=sends,
-                cookies=self._cookies,
-                guard=guard,
-                archive=write,
-            )
-            processor.downloads = Downloads(
-                session=session, settings=self.settings, folder=self._files_folder(),
-                robots=lambda: processor.robots, guard=guard, hosts=processor.hosts,
-                archive=write,
+            processor, archive = await assemble(
+                spider=self.spider, settings=self.settings, session=session, links=links,
+                sends=sends, cookies=self._cookies, guard=guard, call=self._call,
+                store=self.store, crawl=self.crawl, owner=self.owner,
             )  # fmt: skip
-            if self.settings.obey_robots:
-                backoff = functools.partial(processor.backoff, retry_after=None)
-                processor.robots = self._robots(session, links, guard, backoff)
             self._processor = processor
             try:
                 interrupted = await self._loop()
@@ -361,42 +337,6 @@ class Crawler:
             await self._call(self.store.finish_pass, self.crawl)
         stats = await self._call(self.store.stats, self.crawl)
         return CrawlResult(interrupted, time.monotonic() - started, stats)
-
-    def _files_folder(self) -> Path:
-        if self.settings.files_dir is not None:
-            return Path(self.settings.files_dir)
-        from crashsafe.effects.files import default_folder
-
-        return default_folder(self.store.url)
-
-    async def _archive(self) -> CrawlArchive | None:
-        if self.settings.warc_dir is None:
-            return None
-        from crashsafe.crawl.archive import CrawlArchive
-
-        return await asyncio.to_thread(CrawlArchive, self.settings)
-
-    def _robots(
-        self,
-        session: Any,
-        links: LinkFilter,
-        guard: AddressGuard,
-        backoff: Callable[[int], float],
-    ) -> Robots:
-        from crashsafe.crawl.fetch import robots_download
-
-        s = self.settings
-        # A claim is held for one download: its timeout per redirect, and a margin.
-        claim_seconds = s.timeout * (ROBOTS_MAX_REDIRECTS + 1) + 10
-        return Robots(
-            store=RobotsStore.of(
-                self._call, self.store, self.crawl, self.owner, claim_seconds=claim_seconds
-            ),
-            download=robots_download(session, s, redirect_to=links.canonical, guard=guard),
-            user_agent=s.user_agent,
-            backoff=backoff,
-            unreachable_grace=s.robots_unreachable_grace,
-        )
 
     async def _loop(self) -> bool:
         s = self.settings
