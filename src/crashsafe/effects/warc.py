@@ -152,17 +152,22 @@ class WarcArchive:
             ConfigError: The folder is read-only or not ours to write.
             StoreError: The disk is full, or another write error.
         """
-        exchange = self._exchange_bytes(
-            url=url,
-            method=method,
-            request_headers=request_headers,
-            request_body=request_body,
-            status=status,
-            reason=reason,
-            response_headers=response_headers,
-            body=body,
-            http_version=http_version,
+        parts = urlsplit(url)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        request_line = f"{method} {target} {http_version}"
+        request_http = StatusAndHeaders(request_line, list(request_headers), is_http_request=True)
+        payload = request_body or b""
+        request = self._writer.create_warc_record(
+            url, "request", payload=BytesIO(payload), length=len(payload),
+            http_headers=request_http,
+        )  # fmt: skip
+        response_http = StatusAndHeaders(
+            f"{status} {reason}", _stored_headers(response_headers, len(body)), http_version
         )
+        response = self._writer.create_warc_record(
+            url, "response", payload=BytesIO(body), length=len(body), http_headers=response_http
+        )
+        exchange = self._render(lambda: self._writer.write_request_response_pair(request, response))
         if self._fd is None:
             self._open_next()
         if self._size == 0:  # a new file, or one whose first write failed
@@ -175,39 +180,6 @@ class WarcArchive:
         """Make the current file durable (fsync) and close it. A later write starts a
         new file."""
         self._finish_file()
-
-    def _exchange_bytes(
-        self,
-        *,
-        url: str,
-        method: str,
-        request_headers: Sequence[tuple[str, str]],
-        request_body: bytes | None,
-        status: int,
-        reason: str,
-        response_headers: Sequence[tuple[str, str]],
-        body: bytes,
-        http_version: str,
-    ) -> bytes:
-        parts = urlsplit(url)
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        request_line = f"{method} {target} {http_version}"
-        request_http = StatusAndHeaders(request_line, list(request_headers), is_http_request=True)
-        payload = request_body or b""
-        request = self._writer.create_warc_record(
-            url,
-            "request",
-            payload=BytesIO(payload),
-            length=len(payload),
-            http_headers=request_http,
-        )
-        response_http = StatusAndHeaders(
-            f"{status} {reason}", _stored_headers(response_headers, len(body)), http_version
-        )
-        response = self._writer.create_warc_record(
-            url, "response", payload=BytesIO(body), length=len(body), http_headers=response_http
-        )
-        return self._render(lambda: self._writer.write_request_response_pair(request, response))
 
     def _warcinfo_bytes(self) -> bytes:
         assert self._path is not None
