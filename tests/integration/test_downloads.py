@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import crashsafe
-from crashsafe import File, Page, Record, Spider, open_store
+from crashsafe import CrashsafeError, File, Page, Record, Spider, open_store
 from crashsafe.demo.shop import IMAGES, ShopThread, image
 from crashsafe.effects.files import FileStore, _host
 
@@ -128,19 +128,68 @@ def test_a_file_needs_a_url(url: Any) -> None:
         File(url)
 
 
-def test_a_files_folder_that_cannot_be_written_retries_the_page_then_fails_it(
+def test_a_files_folder_that_cannot_be_written_stops_the_crawl_and_loses_nothing(
     shop: Callable[..., ShopThread], tmp_path: Path
 ) -> None:
     (tmp_path / "file").write_text("a file where the files folder should be")
+    site = shop(listings=1, per_listing=3)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    with pytest.raises(CrashsafeError, match="cannot create the files folder"):
+        crashsafe.crawl(
+            Photos, db=db, start_urls=[f"{site.url}/list/0"],
+            files_dir=str(tmp_path / "file" / "x"),
+        )  # fmt: skip
+    store = open_store(db)
+    stats = store.stats("photos")
+    store.close()
+    assert stats.failed == 0 and stats.pending >= 1  # waiting for a run that can store
+    (tmp_path / "file").unlink()
+    result = crashsafe.crawl(
+        Photos, db=db, start_urls=[f"{site.url}/list/0"], files_dir=str(tmp_path / "file" / "x")
+    )
+    assert result.stats.records == 3 and result.stats.failed == 0
+
+
+def test_download_urls_that_cannot_be_fetched_are_noted_without_credentials(
+    shop: Callable[..., ShopThread], tmp_path: Path
+) -> None:
+    class Odd(Spider):
+        name = "odd"
+
+        def parse(self, page: Page) -> Iterator[Any]:
+            urls = ["http://u:pw@127.0.0.1:1/x.png", "http://127.0.0.1:99999/x", "http://[::1/x"]
+            yield Record(key="k", data={"files": [page.download(u) for u in urls]})
+
     site = shop(listings=1, per_listing=1)
     db = f"sqlite:///{tmp_path / 'p.db'}"
-    result = crashsafe.crawl(
-        Photos, db=db, start_urls=[f"{site.url}/list/0"], files_dir=str(tmp_path / "file" / "x"),
-        max_attempts=2, backoff_base=0.01, backoff_max=0.02,
-    )  # fmt: skip
-    assert result.stats.records == 0 and result.stats.failed == 1  # the listing: no product
+    result = crashsafe.crawl(Odd, db=db, start_urls=[f"{site.url}/list/0"])
+    assert result.stats.failed == 0
+    [files] = [d["files"] for d in stored_records(db).values()]
+    assert files[0]["url"] == "http://127.0.0.1:1/x.png"  # no user:password
+    assert all(f["error"].startswith("not downloaded") for f in files)
+
+
+def test_a_file_kept_from_another_page_fails_the_page_saying_why(
+    shop: Callable[..., ShopThread], tmp_path: Path
+) -> None:
+    class Memo(Spider):
+        name = "memo"
+        kept: list[File] = []
+
+        def parse(self, page: Page) -> Iterator[Any]:
+            if "/list/" in page.url:
+                self.kept.append(page.download("/image/1.png"))
+                yield from page.follow_all(css="a.product::attr(href)")
+            else:
+                yield Record(
+                    key=page.url, data={"photo": self.kept[0], "own": page.download("/image/2.png")}
+                )
+
+    site = shop(listings=1, per_listing=1)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    crashsafe.crawl(Memo, db=db, start_urls=[f"{site.url}/list/0"], fail_fast_after=0)
     store = open_store(db)
-    errors = [f.error or "" for f in store.failed()]
+    [failed] = store.failed()
     store.close()
-    assert all("cannot create the files folder" in e for e in errors)
-    assert all("gave up after 2 attempts" in e for e in errors)
+    assert "made outside this page's callback" in (failed.error or "")
+    assert "Traceback" not in (failed.error or "")

@@ -22,6 +22,8 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from crashsafe.crawl.addresses import AddressGuard
+from crashsafe.crawl.allow import BadLink, check_raw, host_and_port
+from crashsafe.crawl.extract import ParseError
 from crashsafe.crawl.fetch import (
     GET,
     PermanentFetchError,
@@ -34,8 +36,14 @@ from crashsafe.crawl.politeness import HostSlots
 from crashsafe.crawl.robots import Robots, RobotsUnavailable
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Page, Record
-from crashsafe.effects.files import File, FileStore, reference, replace_files, wanted
-from crashsafe.errors import CrashsafeError
+from crashsafe.effects.files import (
+    File,
+    FileOutsideCallback,
+    FileStore,
+    reference,
+    replace_files,
+    wanted,
+)
 from crashsafe.store import FileRow
 
 
@@ -52,6 +60,15 @@ def collecting() -> Iterator[list[File]]:
 
 def _http(target: str) -> str | None:
     return target if target.startswith(("http://", "https://")) else None
+
+
+def _without_userinfo(url: str) -> str:
+    """``url`` as it may be stored: no ``user:password@``, at most 2000 characters."""
+    try:
+        parts = urlsplit(url)
+        return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()[:2000]
+    except ValueError:
+        return url.split("://", 1)[0] + "://..."
 
 
 class Downloads:
@@ -106,19 +123,27 @@ class Downloads:
         done = {url: ref for url, (ref, _) in zip(urls, outcomes, strict=True)}
         rows = [row for _, row in outcomes if row is not None]
         resolved: list[Any] = []
-        for item in items:
-            if isinstance(item, File):
-                continue
-            if isinstance(item, Record):
-                item = replace(item, data=replace_files(item.data, done))
-            elif isinstance(item, dict):
-                item = replace_files(item, done)
-            resolved.append(item)
+        try:
+            for item in items:
+                if isinstance(item, File):
+                    continue
+                if isinstance(item, Record):
+                    item = replace(item, data=replace_files(item.data, done))
+                elif isinstance(item, dict):
+                    item = replace_files(item, done)
+                resolved.append(item)
+        except FileOutsideCallback as exc:
+            raise ParseError(str(exc)) from None
         return resolved, rows
 
     async def _one(self, url: str) -> tuple[dict[str, Any], FileRow | None]:
         if _http(url) is None:
-            return {"url": url, "error": "not an http(s) URL"}, None
+            return {"url": url[:2000], "error": "not an http(s) URL"}, None
+        try:  # what a link must pass, but allowed_domains: credentials, odd bytes, ports
+            check_raw(url)
+            host_and_port(url)
+        except (BadLink, ValueError) as exc:
+            return {"url": _without_userinfo(url), "error": f"not downloaded: {exc}"}, None
         robots = self.robots()
         delay = None
         if robots is not None:
@@ -148,11 +173,10 @@ class Downloads:
             raise TransientFetchError(f"download {url}: HTTP {resp.status}")
         if not 200 <= resp.status < 300:
             return {"url": url, "error": f"HTTP {resp.status}"}, None
-        try:  # a full disk, a folder not writable: the page waits with its records
-            files = self.files
-            sha, path = await asyncio.to_thread(files.put, resp.body)
-        except CrashsafeError as exc:
-            raise TransientFetchError(f"download {url}: {exc}") from None
+        # A full disk, a folder not writable: CrashsafeError, and the crawl stops
+        # (pages.py), the page waiting with its records for the next run.
+        files = self.files
+        sha, path = await asyncio.to_thread(files.put, resp.body)
         content_type = resp.headers.get("Content-Type")
         size = len(resp.body)
         return reference(url, sha, path, size, content_type), FileRow(sha, size, content_type, url)

@@ -250,6 +250,9 @@ class Crawler:
                 if self._processor.broken is not None and self._fatal is None:
                     self._fatal = SpiderError(self._processor.broken)
                     self.request_stop()
+                if self._processor.halted is not None and self._fatal is None:
+                    self._fatal = StoreError(self._processor.halted)
+                    self.request_stop()
             slot.committing = True
             error = await self._commit(outcome)
             if error is not None and error != STALE:

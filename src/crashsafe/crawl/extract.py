@@ -221,4 +221,9 @@ def _record_row(key: Any, data: Any, source: str, url: str) -> RecordRow:
         hint = ""
         if "Out of range float" in str(exc):
             hint = " (NaN or Infinity: store None or a string instead)"
+        elif "type File" in str(exc):
+            hint = (
+                " (a File made outside this page's callback: call page.download(url) in "
+                "the callback that yields it)"
+            )
         raise ParseError(f"record {key!r}: data is not JSON: {exc}{hint}") from exc

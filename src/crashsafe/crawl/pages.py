@@ -44,6 +44,7 @@ from crashsafe.crawl.sessions import CookieSync, SendBuilder, cookie_rows
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.sitemaps import MAX_SITEMAP_ENTRIES
 from crashsafe.crawl.spider import SITEMAP_CALLBACK, Page, Spider
+from crashsafe.errors import CrashsafeError
 from crashsafe.store import Backoff, FileRow, Lease, PageOutcome
 from crashsafe.store.values import storable
 from crashsafe.text import printable
@@ -102,6 +103,9 @@ class PageProcessor:
         self.spider_worked = False  # some page gave records without an error
         self._same_error = ("", 0)  # the spider error the first pages failed with, times
         self.broken: str | None = None  # set: the spider fails every page the same way
+        # set: a folder of ours cannot be written (files, WARC): the crawl stops, the page
+        # waits for the next run
+        self.halted: str | None = None
 
     def backoff(self, attempt: int, retry_after: float | None) -> float:
         s = self.settings
@@ -183,6 +187,8 @@ class PageProcessor:
             return self._retry(lease, str(exc))
         except PermanentFetchError as exc:
             return PageOutcome(lease, "failed", error=str(exc))
+        except CrashsafeError as exc:  # the WARC archive cannot be written
+            return self._halt(lease, exc)
         if resp.set_cookies and self.cookies is not None:
             self.cookies.received(resp.set_cookies)
         status = resp.status
@@ -217,7 +223,10 @@ class PageProcessor:
             if made:
                 if self.downloads is None:
                     raise ParseError("page.download() needs a crawl with a files folder")
-                items, files = await self.downloads.resolve(items, page, made)
+                try:
+                    items, files = await self.downloads.resolve(items, page, made)
+                except CrashsafeError as exc:  # the files folder cannot be written
+                    return self._halt(lease, exc)
             rows = to_rows(
                 items,
                 page=page,
@@ -252,6 +261,12 @@ class PageProcessor:
             cookies=cookie_rows(resp.set_cookies) if resp.set_cookies else (),
             files=files,
         )
+
+    def _halt(self, lease: Lease, exc: CrashsafeError) -> PageOutcome:
+        """A folder of ours cannot be written (a full disk, no permission): stop the
+        crawl (``halted``) and put the page back, one attempt spent, for the next run."""
+        self.halted = self.halted or str(exc)
+        return PageOutcome(lease, "retry", error=str(exc), retry_in=0.0)
 
     def _max_links(self, callback: str | None) -> int:
         if callback == SITEMAP_CALLBACK:  # a sitemap may list 50 000 URLs (sitemaps.org)

@@ -60,6 +60,17 @@ class File:
             made.append(self)
 
 
+class FileOutsideCallback(ValueError):
+    """A File made by another page's callback (kept across pages): it is not this page's
+    download."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(
+            f"a File({url!r}) made outside this page's callback (kept from another page?): "
+            "call page.download(url) in the callback that yields it"
+        )
+
+
 def _host() -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in socket.gethostname())[:64]
 
@@ -135,7 +146,7 @@ class FileStore:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise StoreError(
                     f"disk full while storing a download in {self.folder}: free some space "
-                    "(the page is retried later with its records)"
+                    "and run the same command again (the pages in flight are fetched again)"
                 ) from None
             raise ConfigError(f"cannot store a download in {self.folder}: {exc}") from None
         return sha, rel
@@ -168,6 +179,8 @@ def reference(url: str, sha: str, path: str, size: int, content_type: str | None
 def replace_files(data: Any, done: dict[str, dict[str, Any]]) -> Any:
     """``data`` with every :class:`File` replaced by its reference in ``done`` (by URL)."""
     if isinstance(data, File):
+        if data.url not in done:
+            raise FileOutsideCallback(data.url)
         return done[data.url]
     if isinstance(data, dict):
         return {k: replace_files(v, done) for k, v in data.items()}
