@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from standardwebhooks.webhooks import Webhook
 
+import crashsafe
 from crashsafe.demo.shop import ShopThread
 from crashsafe.effects.webhooks import new_secret
 from tests.helpers import run_cli
@@ -147,3 +148,60 @@ def test_bad_secret_and_missing_webhook_are_one_line_errors(crawled: str) -> Non
     assert bad.returncode == 1 and "whsec_" in bad.stderr and "Traceback" not in bad.stderr
     none = run_cli("deliver", "--db", crawled)
     assert none.returncode == 1 and "--webhook" in none.stderr
+
+
+def test_a_mistyped_endpoint_does_not_fail_the_good_one_and_can_be_removed(
+    crawled: str, endpoint: Callable[..., Endpoint]
+) -> None:
+    dead = "http://127.0.0.1:9/nobody-listens"
+    assert deliver(crawled, dead).returncode == 1  # every attempt refused: failed
+    ep = endpoint(lambda _id, n: (200, {}))
+    good = deliver(crawled, ep.url)
+    assert good.returncode == 0, good.stderr
+    assert "to this endpoint in all: 5 delivered, 0 pending, 0 failed" in good.stderr
+    removed = run_cli("deliver", "--db", crawled, "--webhook", dead, "--remove")
+    assert removed.stdout.strip().endswith(f"endpoint {dead} and its 5 deliveries removed")
+    assert (
+        run_cli("deliver", "--db", crawled, "--failed")
+        .stdout.strip()
+        .endswith("no failed delivery")
+    )
+    again = run_cli("deliver", "--db", crawled, "--webhook", dead, "--remove")
+    assert again.returncode == 1 and "has no endpoint" in again.stderr
+
+
+def test_bad_webhook_urls_and_numbers_are_refused(crawled: str) -> None:
+    for url in ["http://127.0.0.1:99999/x", "http://[::1/x", "ftp://127.0.0.1/"]:
+        bad = run_cli("deliver", "--db", crawled, "--webhook", url)
+        assert bad.returncode == 1 and "give an http:// or https:// URL" in bad.stderr, url
+    for option in ["--timeout", "--lease-seconds"]:
+        bad = run_cli("deliver", "--db", crawled, "--webhook", "http://127.0.0.1:9/", option, "nan")
+        assert bad.returncode == 2 and "finite" in bad.stderr
+
+
+def test_an_event_beyond_orjson_is_sent_and_read_whole(
+    shop: Callable[..., ShopThread],
+    db_url: str,
+    endpoint: Callable[..., Endpoint],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CRASHSAFE_WEBHOOK_SECRET", SECRET)
+
+    class Big(crashsafe.Spider):
+        name = "big"
+
+        def parse(self, page: crashsafe.Page) -> Iterator[Any]:
+            nested: dict[str, Any] = {}
+            inner = nested
+            for _ in range(300):
+                inner["a"] = {}
+                inner = inner["a"]
+            yield crashsafe.Record(key="k", data={"n": 10**30, "deep": nested})
+
+    site = shop(listings=1, per_listing=1)
+    crashsafe.crawl(Big, db=db_url, start_urls=[f"{site.url}/list/0"])
+    ep = endpoint(lambda _id, n: (200, {}))
+    done = deliver(db_url, ep.url)
+    assert done.returncode == 0, done.stderr
+    [(_, headers, body)] = ep.hits
+    assert Webhook(SECRET).verify(body, headers)["data"]["data"]["n"] == 10**30

@@ -312,10 +312,12 @@ def crawl_names(store: Store, crawl: str | None) -> list[str]:
 def one_crawl(store: Store, crawl: str | None) -> str:
     """The crawl a command that works on one crawl is about: ``--crawl``, or the only one."""
     names = crawl_names(store, crawl)
-    if len(names) != 1:
+    if not names:
+        raise ConfigError(f"{masked(store.url)} holds no crawl yet: run `crashsafe crawl` first")
+    if len(names) > 1:
         raise ConfigError(
-            f"{masked(store.url)} has {len(names)} crawls ({', '.join(names) or 'none'}): "
-            "choose one with --crawl"
+            f"{masked(store.url)} has {len(names)} crawls ({', '.join(names)}): choose one "
+            "with --crawl"
         )
     return names[0]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -14,7 +15,7 @@ from crashsafe.cli.crawl_cmds import one_crawl
 from crashsafe.cli.effects_cmds import parse_duration
 from crashsafe.cli.options import db_option, fmt_seconds, iso_time, open_db, short_error
 from crashsafe.errors import ConfigError
-from crashsafe.store import Store
+from crashsafe.store import Store, masked
 from crashsafe.text import printable
 
 if TYPE_CHECKING:
@@ -25,10 +26,21 @@ SECRET_ENV = "CRASHSAFE_WEBHOOK_SECRET"
 
 
 def _check_webhook(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"--webhook {url!r}: give an http:// or https:// URL")
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"--webhook {masked(url)!r}: give an http:// or https:// URL")
     return url
+
+
+def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if not math.isfinite(value):
+        raise click.BadParameter("give a finite number of seconds")
+    return value
 
 
 def _list_failed(store: Store, crawl: str, webhook: str | None) -> None:
@@ -40,7 +52,7 @@ def _list_failed(store: Store, crawl: str, webhook: str | None) -> None:
         when = "-" if r.failed_at is None else iso_time(r.failed_at)
         click.echo(
             printable(
-                f"{when}  {r.endpoint_url}  {r.type} {r.record_id} v{r.version}  "
+                f"{when}  {masked(r.endpoint_url)}  {r.type} {r.record_id} v{r.version}  "
                 f"{r.attempts} attempts: {short_error(r.error)}"
             )
         )
@@ -58,7 +70,9 @@ def _list_failed(store: Store, crawl: str, webhook: str | None) -> None:
     "visible to other users in the process list).",
 )
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 256))
-@click.option("--timeout", default=10.0, show_default=True, type=click.FloatRange(0.1))
+@click.option(
+    "--timeout", default=10.0, show_default=True, type=click.FloatRange(0.1), callback=_finite
+)
 @click.option(
     "--retry-schedule",
     help="Waits after failed attempts, comma-separated (e.g. 5s,5m,30m,2h); default the "
@@ -69,6 +83,7 @@ def _list_failed(store: Store, crawl: str, webhook: str | None) -> None:
     default=60.0,
     show_default=True,
     type=click.FloatRange(1),
+    callback=_finite,
     help="How long a delivery in flight is this dispatcher's (a killed one's come back).",
 )
 @click.option("--follow", is_flag=True, help="Keep delivering new events until Ctrl-C.")
@@ -84,6 +99,11 @@ def _list_failed(store: Store, crawl: str, webhook: str | None) -> None:
     is_flag=True,
     help="Queue failed deliveries again (and turn a disabled endpoint back on), then exit.",
 )
+@click.option(
+    "--remove",
+    is_flag=True,
+    help="Forget the --webhook endpoint and its deliveries (a mistyped URL), then exit.",
+)
 def deliver(
     db_url: str,
     crawl_name: str | None,
@@ -97,6 +117,7 @@ def deliver(
     max_wait: str,
     list_failed: bool,
     replay: bool,
+    remove: bool,
 ) -> None:
     """POST the crawl's record events (created, updated, gone) to a webhook, signed per
     Standard Webhooks, each until the endpoint answers 2xx or the retry schedule is spent.
@@ -107,15 +128,24 @@ def deliver(
     """
     from crashsafe.effects.webhooks import RetrySchedule, Signer
 
-    if list_failed or replay:
+    if list_failed or replay or remove:
+        if remove and webhook is None:
+            raise ConfigError("--remove needs --webhook URL: the endpoint to forget")
         store = open_db(db_url, readonly=list_failed)
         try:
             crawl = one_crawl(store, crawl_name)
             if list_failed:
                 _list_failed(store, crawl, webhook)
-            else:
+            elif replay:
                 n = store.replay_deliveries(crawl, webhook)
                 click.echo(f"{crawl}: {n} failed deliveries queued again")
+            else:
+                assert webhook is not None
+                n = store.remove_endpoint(crawl, webhook)
+                if n < 0:
+                    raise ConfigError(f"{crawl} has no endpoint {masked(webhook)}")
+                gone = f"endpoint {masked(webhook)} and its {n} deliveries removed"
+                click.echo(f"{crawl}: {gone}")
         finally:
             store.close()
         return
@@ -134,7 +164,7 @@ def deliver(
         report = _run(store, crawl, _check_webhook(webhook), signer, schedule, follow,
                       concurrency=concurrency, timeout=timeout, lease_seconds=lease_seconds,
                       max_wait=wait)  # fmt: skip
-        left = store.effect_stats(crawl).deliveries
+        left = store.endpoint_deliveries(store.endpoint(crawl, webhook).id)
     finally:
         store.close()
     _report(report, left)
@@ -164,7 +194,8 @@ def _run(
 def _report(report: DeliveryReport, left: dict[str, int]) -> None:
     click.echo(
         f"delivered {report.delivered:,}, retries scheduled {report.retried:,}, "
-        f"failed {report.failed:,}; in all: {left.get('delivered', 0):,} delivered, "
+        f"failed {report.failed:,}; to this endpoint in all: "
+        f"{left.get('delivered', 0):,} delivered, "
         f"{left.get('pending', 0) + left.get('leased', 0):,} pending, "
         f"{left.get('failed', 0):,} failed",
         err=True,

@@ -16,12 +16,15 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 
+CENTURY = 100 * 365 * 86400.0
+
+
 def parse_duration(text: str, option: str) -> float:
     """``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1w`` as seconds."""
     value = seconds(text)
     if value is None:
         raise ConfigError(f"{option} {text!r}: give a duration like 30s, 15m, 2h or 1d")
-    return value
+    return min(value, CENTURY)  # (PostgreSQL's timestamps end in the year 294276)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import click
 
-from crashsafe.cli.crawl_cmds import crawl_names
+from crashsafe.cli.crawl_cmds import crawl_names, one_crawl
 from crashsafe.cli.options import db_option, iso_time, open_db
 from crashsafe.errors import ConfigError, CrashsafeError
 from crashsafe.files import atomic_text
@@ -28,12 +28,13 @@ def parse_since(text: str | None, store: Store | None = None, crawl: str | None 
     if not text:
         return 0.0
     if text == "last-pass" and store is not None:
-        names = crawl_names(store, crawl)
-        starts = [store.effect_stats(name).last_pass_at for name in names]
-        if len(names) != 1 or starts[0] is None:
-            which = "the crawl has" if len(names) == 1 else "give --crawl: only one crawl has"
-            raise ConfigError(f"--since last-pass: {which} no recrawl (`crashsafe recrawl`)")
-        return float(starts[0])
+        name = one_crawl(store, crawl)
+        start = store.effect_stats(name).last_pass_at
+        if start is None:
+            raise ConfigError(
+                f"--since last-pass: {name} has had no recrawl yet (`crashsafe recrawl`)"
+            )
+        return float(start)
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
@@ -42,7 +43,7 @@ def parse_since(text: str | None, store: Store | None = None, crawl: str | None 
         ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return when.timestamp()
+    return max(when.timestamp(), 1e-6)  # (0 means no --since: a time before 1970 is not)
 
 
 def _record_dict(r: StoredRecord) -> dict[str, Any]:

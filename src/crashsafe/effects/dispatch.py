@@ -27,7 +27,7 @@ from crashsafe.effects.webhooks import (
     event_id,
     parse_retry_after,
 )
-from crashsafe.store import Delivery, DeliveryResult, Store
+from crashsafe.store import Delivery, DeliveryResult, Store, masked
 from crashsafe.store.liveness import new_owner_id
 from crashsafe.text import printable
 
@@ -119,7 +119,7 @@ class Dispatcher:
                 if leased:
                     results = await asyncio.gather(*(self._send(session, d) for d in leased))
                     gone = any(r.status == 410 for r in results)
-                    why = f"{self.url} answered 410 Gone" if gone else None
+                    why = f"{masked(self.url)} answered 410 Gone" if gone else None
                     await asyncio.to_thread(
                         self.store.finish_deliveries, self.owner, results, disable=why
                     )
@@ -143,7 +143,12 @@ class Dispatcher:
         return self.report
 
     async def _send(self, session: aiohttp.ClientSession, d: Delivery) -> DeliveryResult:
-        msg_id, body = payload(d)
+        try:
+            msg_id, body = payload(d)
+        except (ValueError, TypeError, RecursionError) as exc:  # this event only
+            self.report.failed += 1
+            error = f"the event cannot be sent as JSON: {type(exc).__name__}: {exc}"
+            return DeliveryResult(d, "failed", None, printable(error))
         now = self.clock()
         headers = self.signer.headers(msg_id, body, now)
         status: int | None = None

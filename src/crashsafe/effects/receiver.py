@@ -8,6 +8,7 @@ processed in the same SQLite transaction as the processing's own writes.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -15,7 +16,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from crashsafe.effects.webhooks import webhook_for
@@ -167,9 +167,9 @@ class Receiver:
                 "webhook rejected: malformed webhook-signature header or a body that is not "
                 "UTF-8; the sender must follow the Standard Webhooks format"
             ) from None
-        try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError:
+        try:  # (not orjson: it reads an integer beyond 64 bits as a float, 1e30)
+            payload = json.loads(body)
+        except (ValueError, RecursionError):
             payload = None
         if not isinstance(payload, dict):
             raise WebhookRejected("webhook rejected: the signed body is not a JSON object")

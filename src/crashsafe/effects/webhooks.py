@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import math
 import random
 import re
@@ -175,7 +176,15 @@ def event_body(
         "gone_at": None if gone_at is None else _iso(gone_at),
     }
     payload = {"type": kind, "timestamp": _iso(written_at), "data": record}
-    return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+    try:
+        return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        # What orjson refuses and JSON can say: integers beyond 64 bits (PostgreSQL's
+        # jsonb reads 1e20 back as one), nesting deeper than 254. The same bytes on every
+        # attempt all the same: sorted keys, no spaces.
+        return json.dumps(
+            payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        ).encode()
 
 
 @dataclass(frozen=True)

@@ -181,6 +181,27 @@ class SQLEffects(SQLBase):
 
         return self._run(go)
 
+    def endpoint_deliveries(self, endpoint: int) -> dict[str, int]:
+        """The deliveries of ``endpoint`` by state."""
+
+        def go() -> dict[str, int]:
+            with self._read() as tx:
+                return dict(tx.rows("count_endpoint_deliveries", {"endpoint": endpoint}))
+
+        return self._run(go)
+
+    def remove_endpoint(self, crawl: str, url: str) -> int:
+        """Forget the endpoint ``url`` of ``crawl`` and its deliveries; return how many
+        deliveries went with it (-1: there is no such endpoint)."""
+
+        def go() -> int:
+            p = {"crawl": crawl, "url": url}
+            with self._write() as tx:
+                n = tx.run("remove_deliveries", p)
+                return n if tx.run("remove_endpoint", p) else -1
+
+        return self._run(go)
+
     def failed_deliveries(self, crawl: str, url: str | None = None) -> list[FailedDelivery]:
         def go() -> list[FailedDelivery]:
             with self._read() as tx:

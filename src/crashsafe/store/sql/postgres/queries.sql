@@ -612,3 +612,13 @@ WHERE state = 'failed' AND endpoint IN (
 UPDATE endpoints SET disabled_at = NULL, disabled_why = NULL
 WHERE crawl = %(crawl)s AND (%(url)s::text IS NULL OR url = %(url)s)
   AND disabled_at IS NOT NULL;
+
+-- name: count_endpoint_deliveries
+SELECT state, count(*) FROM deliveries WHERE endpoint = %(endpoint)s GROUP BY state;
+
+-- name: remove_deliveries
+DELETE FROM deliveries
+WHERE endpoint IN (SELECT id FROM endpoints WHERE crawl = %(crawl)s AND url = %(url)s);
+
+-- name: remove_endpoint
+DELETE FROM endpoints WHERE crawl = %(crawl)s AND url = %(url)s;

@@ -446,3 +446,13 @@ WHERE state = 'failed' AND endpoint IN (
 -- name: enable_endpoints
 UPDATE endpoints SET disabled_at = NULL, disabled_why = NULL
 WHERE crawl = :crawl AND (:url IS NULL OR url = :url) AND disabled_at IS NOT NULL;
+
+-- name: count_endpoint_deliveries
+SELECT state, count(*) FROM deliveries WHERE endpoint = :endpoint GROUP BY state;
+
+-- name: remove_deliveries
+DELETE FROM deliveries
+WHERE endpoint IN (SELECT id FROM endpoints WHERE crawl = :crawl AND url = :url);
+
+-- name: remove_endpoint
+DELETE FROM endpoints WHERE crawl = :crawl AND url = :url;
