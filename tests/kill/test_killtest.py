@@ -158,3 +158,23 @@ def test_a_batch_killtest_where_no_kill_landed_says_not_tested(tmp_path: Path) -
 def test_batch_mode_refuses_crawl_options() -> None:
     result = run_cli("killtest", "--mode", "batch", "--workers", "2")
     assert result.returncode == 1 and "crawl kill test only" in result.stderr
+
+
+@pytest.mark.slow
+def test_killtest_with_effects_checks_files_warc_and_webhooks(tmp_path: Path) -> None:
+    out = tmp_path / "k.json"
+    result = run_cli(
+        "killtest", "--runs", "1", "--kills", "3", "--listings", "4", "--effects",
+        "--json", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "side effects hold" in result.stdout
+    data = figures(out)
+    safe = data["runs"][0]["crashsafe"]
+    effects = safe["effects"]
+    assert (effects["files"], effects["files_expected"], effects["temporaries"]) == (7, 7, 0)
+    assert effects["records_without_file"] == 0 and effects["warc_unreadable"] == []
+    assert effects["warc_responses"] >= 80 + 4 + 80  # every page and picture once at least
+    assert effects["processed"] == effects["events"] == 80 and effects["processed_twice"] == 0
+    assert effects["webhooks"] >= effects["processed"]  # repeats answered, not processed
+    assert safe["repeated"] <= safe["bound"] == 8 * safe["kills_landed"]

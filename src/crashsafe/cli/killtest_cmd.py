@@ -98,6 +98,12 @@ def parse_window(text: str) -> tuple[float, float]:
     help="Run crashsafe on this PostgreSQL database (a schema per run, dropped at the end "
     "unless --keep) instead of SQLite files.",
 )
+@click.option(
+    "--effects",
+    is_flag=True,
+    help="crashsafe also downloads every product's picture and writes a WARC archive; "
+    "then its outbox is delivered to a local receiver while the dispatcher is killed too.",
+)
 def killtest(
     mode: str,
     runs: int,
@@ -119,6 +125,7 @@ def killtest(
     keep: str | None,
     scraper: str,
     db: str | None,
+    effects: bool,
 ) -> None:
     """Kill a naive scraper and crashsafe at the same random moments; compare what they store.
 
@@ -139,6 +146,7 @@ def killtest(
             "--error-rate": error_rate > 0, "--chart": chart_path is not None,
             "--listings/--per-listing": (listings, per_listing) != (25, 20),
             "--db": db is not None, "--scraper": scraper != "crashsafe",
+            "--effects": effects,
         }  # fmt: skip
         given = [name for name, used in crawl_only.items() if used]
         if given:
@@ -162,6 +170,7 @@ def killtest(
         sig=signal.Signals[f"SIG{sig_name}"],
         db=check_db(db),
         scraper=scraper,
+        effects=effects,
         shop=ShopOptions(
             listings=listings,
             per_listing=per_listing,

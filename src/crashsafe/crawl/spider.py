@@ -194,7 +194,7 @@ class Page:
         except ValueError:
             return href
 
-    def download(self, url: str) -> File:
+    def download(self, url: str | None) -> File:
         """A file to download before this page commits: put it in a record's data (it
         becomes a reference to the stored file: ``url``, ``sha256``, ``path``, ``size``,
         ``content_type``) or yield it on its own. See ``effects/files.py``."""

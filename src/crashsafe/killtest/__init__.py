@@ -17,6 +17,7 @@ from pathlib import Path
 from crashsafe.demo.process import ShopProcess
 from crashsafe.demo.shop import ShopOptions
 from crashsafe.errors import ConfigError
+from crashsafe.killtest.effects_check import check_effects
 from crashsafe.killtest.runner import (
     Calibration,
     Outcome,
@@ -42,6 +43,7 @@ class KillTestOptions:
     shop: ShopOptions = field(default_factory=lambda: ShopOptions(latency_ms=10.0))
     db: str | None = None  # a PostgreSQL database for crashsafe (default: SQLite files)
     scraper: str = "crashsafe"  # or "scrapy": Scrapy under the adapter vs Scrapy + JOBDIR
+    effects: bool = False  # crashsafe downloads, archives, and its outbox is delivered
 
     def __post_init__(self) -> None:
         low, high = self.kill_window
@@ -53,6 +55,8 @@ class KillTestOptions:
             raise ConfigError("--lease-ahead must be >= 0")
         if self.scraper not in ("crashsafe", "scrapy"):
             raise ConfigError(f"--scraper {self.scraper!r}: use crashsafe or scrapy")
+        if self.effects and self.scraper == "scrapy":
+            raise ConfigError("--effects is for crashsafe's own crawl: leave out --scraper")
         if self.scraper == "scrapy" and (self.workers > 1 or self.db or self.lease_ahead):
             raise ConfigError("--scraper scrapy runs one process on SQLite: leave out "
                               "--workers, --db and --lease-ahead")  # fmt: skip
@@ -74,6 +78,8 @@ class KillTestResult:
         requests in flight and a batch leased ahead: ``2 × concurrency``), for each kill."""
         o = self.options
         held = 2 * o.concurrency if o.scraper == "scrapy" else o.concurrency + o.lease_ahead
+        if o.effects:  # a page held at a kill may have fetched its picture too
+            held *= 2
         return held * outcome.kills_landed
 
     def label(self, role: str) -> str:
@@ -93,6 +99,8 @@ class KillTestResult:
             problems.append(f"{outcome.wrong} wrong values")
         if outcome.repeated > self.bound(outcome):
             problems.append(f"{outcome.repeated} repeated requests > bound {self.bound(outcome)}")
+        if outcome.effects is not None:
+            problems += outcome.effects.problems()
         if any(code != 0 for code in outcome.final_exit):
             said = "; ".join(dict.fromkeys(outcome.final_errors))  # each message once
             problems.append(
@@ -126,7 +134,7 @@ def run_killtest(
     attempts = options.kills * options.workers + options.shop.error_attempts + 1
     crashsafe: Scraper = CrashsafeScraper(
         concurrency=options.concurrency, lease_ahead=options.lease_ahead, db=options.db,
-        max_attempts=max(5, attempts),
+        max_attempts=max(5, attempts), effects=options.effects,
     )  # fmt: skip
     scrapers: list[Scraper] = [NaiveScraper(), crashsafe]
     if options.scraper == "scrapy":  # the same kills for Scrapy, with and without crashsafe
@@ -179,6 +187,13 @@ def _run_all(
                     tag=f"-r{run + 1}",
                 )
                 outcomes[scraper.name] = out
+                if options.effects and scraper is crashsafe:
+                    assert isinstance(crashsafe, CrashsafeScraper)
+                    folder = root / f"run{run + 1}-{scraper.name}"
+                    out.effects = check_effects(
+                        folder, crashsafe.db_url(folder), kills=options.kills,
+                        seed=options.seed * 1000 + run,
+                    )  # fmt: skip
                 on_progress(
                     f"run {run + 1}/{options.runs} {scraper.name}: {out.rows} rows, "
                     f"{out.requests} requests, {out.kills_landed} kills landed, "

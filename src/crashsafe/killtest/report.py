@@ -55,6 +55,28 @@ def table(result: KillTestResult) -> Table:
     return t
 
 
+def effects_table(result: KillTestResult) -> Table:
+    """``--effects``: crashsafe's files, WARC archive and webhooks, per run."""
+    t = Table(title="side effects (crashsafe): files, WARC, webhooks")
+    cols = ["run", "files / distinct contents", "temporaries left", "records w/o their file"]
+    cols += ["WARC files", "responses archived", "events", "processed once"]
+    cols += ["processed twice", "webhooks received", "dispatcher kills"]
+    for col in cols:
+        t.add_column(col, justify="right")
+    for i, run in enumerate(result.runs, 1):
+        e = run["crashsafe"].effects
+        if e is None:
+            continue
+        t.add_row(
+            str(i), f"{e.files}/{e.files_expected}", str(e.temporaries),
+            str(e.records_without_file), f"{e.warc_files} ({len(e.warc_unreadable)} bad)",
+            f"{e.warc_responses:,}", f"{e.events:,}", f"{e.processed:,}",
+            str(e.processed_twice), f"{e.webhooks:,}", str(e.dispatcher_kills),
+            style="red" if e.problems() else "green",
+        )  # fmt: skip
+    return t
+
+
 def _span(values: list[float], fmt: str = "{:,.0f}") -> str:
     low, high = min(values), max(values)
     return fmt.format(low) if low == high else f"{fmt.format(low)}–{fmt.format(high)}"
@@ -94,6 +116,15 @@ def verdicts(result: KillTestResult) -> list[str]:
             f"for {worst.kills_landed} kills (bound {result.bound(worst)}), "
             f"{_span([o.seconds for o in safe], '{:.1f}')} s"
         )
+        effects = [o.effects for o in safe if o.effects is not None]
+        if effects:
+            lines.append(
+                f"{' ' * width}side effects hold — one file per distinct content, every WARC "
+                f"file read whole, every (record, version) processed once by the receiver "
+                f"({_span([e.events for e in effects])} events, "
+                f"{sum(e.dispatcher_kills for e in effects)} dispatcher kills, "
+                f"{sum(e.webhooks - e.processed for e in effects)} repeats dropped)"
+            )
     return lines
 
 
@@ -134,6 +165,7 @@ def to_json(result: KillTestResult) -> dict[str, Any]:
             "lease_ahead": o.lease_ahead,
             "workers": o.workers,
             "scraper": o.scraper,
+            "effects": o.effects,
             "labels": {role: result.label(role) for role in ("naive", "crashsafe")},
             "signal": o.sig.name,
             "shop": dataclasses.asdict(o.shop),
@@ -151,6 +183,8 @@ def to_json(result: KillTestResult) -> dict[str, Any]:
 def print_report(result: KillTestResult, console: Console | None = None) -> None:
     console = console or Console(width=None if sys.stdout.isatty() else 140)
     console.print(table(result))
+    if result.options.effects:
+        console.print(effects_table(result))
     founding = founding_lines() if result.options.scraper == "crashsafe" else []
     for line in founding + verdicts(result):
         console.print(line, highlight=False)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from crashsafe.demo.process import ShopProcess
 from crashsafe.errors import CrashsafeError
+from crashsafe.killtest.effects_check import EffectsOutcome
 from crashsafe.killtest.scrapers import Row, Scraper
 
 FINAL_TIMEOUT = 900.0  # seconds for the last, uninterrupted run
@@ -65,6 +66,7 @@ class Outcome:
     seconds: float = 0.0
     final_exit: list[int] = field(default_factory=list)
     final_errors: list[str] = field(default_factory=list)  # last line of a failed final run
+    effects: EffectsOutcome | None = None  # killtest --effects: files, WARC, webhooks
 
     @property
     def duplicates(self) -> int:
@@ -186,6 +188,9 @@ def run_one(
     outcome.requests = stats["requests"]
     outcome.minimum = stats["minimum"]
     outcome.repeated = stats["over_minimum"]
+    if getattr(scraper, "effects", False):  # pictures too: each path once is the minimum
+        outcome.minimum = stats["distinct_pages"] + stats["errors"]
+        outcome.repeated = stats["repeated"]
     return outcome
 
 

@@ -73,6 +73,7 @@ class CrashsafeScraper(Scraper):
     backoff_base: float = 0.1
     db: str | None = None
     max_attempts: int = 5
+    effects: bool = False  # download pictures and write a WARC archive too
 
     def db_url(self, workdir: Path) -> str:
         if self.db is None:
@@ -89,13 +90,16 @@ class CrashsafeScraper(Scraper):
             drop_schema(self.db_url(workdir))
 
     def command(self, shop_url: str, workdir: Path, agent: str) -> list[str]:
+        spider = "DemoShopPhotos" if self.effects else "DemoShop"
+        effects = ["--files", str(workdir / "files"), "--warc", str(workdir / "warc")]
         return [
-            sys.executable, "-m", "crashsafe", "crawl", "crashsafe.demo.spider:DemoShop",
+            sys.executable, "-m", "crashsafe", "crawl", f"crashsafe.demo.spider:{spider}",
             "--db", self.db_url(workdir), "--start-url", f"{shop_url}/list/0",
             "--concurrency", str(self.concurrency), "--no-progress",
             "--set", f"backoff_base={self.backoff_base}", "--set", f"user_agent={agent}",
             "--set", f"lease_ahead={self.lease_ahead}",
             "--set", f"max_attempts={self.max_attempts}",
+            *(effects if self.effects else []),
         ]  # fmt: skip
 
     def rows(self, workdir: Path) -> list[Row]:
