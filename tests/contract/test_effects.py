@@ -260,3 +260,44 @@ def test_an_answer_from_before_a_replay_is_refused(store: Store) -> None:
     assert store.failed_deliveries(C) == []
     store.finish_deliveries(owner, [DeliveryResult(again, "retry", 503, "HTTP 503", 0.0)])
     assert store.deliveries_due(endpoint.id) == 0
+
+
+def test_a_page_robots_txt_now_disallows_keeps_its_records(
+    store: Store, clock: ManualClock
+) -> None:
+    store.enqueue(C, [NewUrl("http://a/1")])
+    crawl_page(store, "http://a/1", [rec("a", "1")])
+    clock.advance(1)
+    store.recrawl(C)
+    [lease] = store.lease(C, store.register_worker(), 10, 60)
+    skipped = PageOutcome(lease, "skipped", error="disallowed by robots.txt")
+    assert store.commit_pages(C, [skipped]) == [None]
+    assert store.finish_pass(C) == 0  # never fetched in this pass: nothing known of a
+    assert versions(store) == {"a": 1}
+
+
+def test_a_recrawl_begun_before_the_last_pass_ended_loses_no_gone_record(
+    store: Store, clock: ManualClock
+) -> None:
+    """Page 1 answers 404 in pass 2; pass 3 begins before pass 2 is complete and does not
+    queue page 1 again (fetched too recently): a is gone when pass 3 completes."""
+    pages = ["http://a/1", "http://a/2", "http://a/3"]
+    store.enqueue(C, [NewUrl(u) for u in pages])
+    for url, key in zip(pages, "abc", strict=True):
+        crawl_page(store, url, [rec(key, "1")])
+    clock.advance(1000)
+    store.recrawl(C)
+    owner = store.register_worker()
+    leases = {x.url: x for x in store.lease(C, owner, 10, 60)}
+    page3 = PageOutcome(leases["http://a/3"], "done", 200, records=[rec("c", "1")])
+    assert store.commit_pages(C, [page3]) == [None]
+    clock.advance(500)
+    assert store.commit_pages(C, [PageOutcome(leases["http://a/1"], "done", 404)]) == [None]
+    clock.advance(100)
+    assert store.recrawl(C, older_than=300).requeued == 1  # page 3; page 1 is too recent
+    page2 = PageOutcome(leases["http://a/2"], "done", 200, records=[rec("b", "1")])
+    assert store.commit_pages(C, [page2]) == [None]
+    assert store.finish_pass(C) == 0  # page 3 is pending
+    crawl_page(store, "http://a/3", [rec("c", "1")])
+    assert store.finish_pass(C) == 1
+    assert versions(store) == {"b": 1, "c": 1}

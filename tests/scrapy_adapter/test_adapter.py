@@ -292,3 +292,28 @@ def test_scrapys_http_cache_works_under_the_adapter(
             truth(site)
         )
     assert get_json(f"{site.url}/stats")["requests"] == before  # all from the cache
+
+
+def test_a_recrawl_under_the_adapter_versions_changes_and_marks_gone(
+    shop: Callable[..., ShopThread], tmp_path: Path
+) -> None:
+    import dataclasses
+
+    from crashsafe.demo.shop import discontinued, product, sku
+
+    site = shop(listings=3, per_listing=20)
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    cmd = [sys.executable, "-m", "crashsafe.killtest.scrapy_shop", f"{site.url}/list/0",
+           "ua", "4", "crashsafe", db]  # fmt: skip
+    assert subprocess.run(cmd, env=cli_env(), capture_output=True).returncode == 0
+    site.shop.options = dataclasses.replace(site.shop.options, round=1)
+    queued = run_cli("recrawl", "--db", db)
+    assert queued.returncode == 0 and "pass 2 begun" in queued.stdout
+    assert subprocess.run(cmd, env=cli_env(), capture_output=True).returncode == 0
+    gone = {sku(n) for n in range(60) if discontinued(n, 1)}
+    changed = {sku(n) for n in range(60) if product(n, 1) != product(n)} - gone
+    assert gone and changed  # round 1 has both among 60 products
+    feed = run_cli("export", "--db", db, "--since", "last-pass", "--changed-only")
+    rows = {r["key"]: r for r in map(json.loads, feed.stdout.splitlines())}
+    assert {k for k, r in rows.items() if "gone_at" in r} == gone
+    assert {k for k, r in rows.items() if "gone_at" not in r} == changed

@@ -103,5 +103,6 @@ def recrawl(db_url: str, crawl_name: str | None, older_than: str) -> None:
         return
     click.echo(
         f"{crawl}: pass {started.number} begun, {started.requeued:,} pages queued again; "
-        f"run `crashsafe crawl` with the same spider and --db to fetch them."
+        "run the crawl again (the same `crashsafe crawl` command, or Scrapy under the "
+        "adapter) to fetch them."
     )

@@ -34,15 +34,3 @@ class DemoShop(Spider):
                     "price": page.css(".price::text").get(),
                 },
             )
-
-
-class DemoShopPhotos(DemoShop):
-    """:class:`DemoShop` that also downloads each product's picture (``killtest
-    --effects``): the record's ``photo`` refers to the stored file."""
-
-    def parse(self, page: Page) -> Iterator[Any]:
-        for item in super().parse(page):
-            if isinstance(item, Record):
-                src = page.css("img.photo::attr(src)").get()
-                item = Record(key=item.key, data={**item.data, "photo": page.download(src)})
-            yield item

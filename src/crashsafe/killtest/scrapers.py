@@ -90,10 +90,10 @@ class CrashsafeScraper(Scraper):
             drop_schema(self.db_url(workdir))
 
     def command(self, shop_url: str, workdir: Path, agent: str) -> list[str]:
-        spider = "DemoShopPhotos" if self.effects else "DemoShop"
+        spider = "photos:DemoShopPhotos" if self.effects else "spider:DemoShop"
         effects = ["--files", str(workdir / "files"), "--warc", str(workdir / "warc")]
         return [
-            sys.executable, "-m", "crashsafe", "crawl", f"crashsafe.demo.spider:{spider}",
+            sys.executable, "-m", "crashsafe", "crawl", f"crashsafe.demo.{spider}",
             "--db", self.db_url(workdir), "--start-url", f"{shop_url}/list/0",
             "--concurrency", str(self.concurrency), "--no-progress",
             "--set", f"backoff_base={self.backoff_base}", "--set", f"user_agent={agent}",

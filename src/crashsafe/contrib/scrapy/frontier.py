@@ -125,6 +125,9 @@ class Frontier:
             if self.leases:  # in flight when the spider closed: fetched, maybe
                 self.store.release(self.crawl_name, [(x, True) for x in self.leases.values()])
                 self.leases.clear()
+            # A complete pass (nothing pending or leased; else this does nothing): the
+            # records of pages fetched again that no page yielded are gone.
+            self.store.finish_pass(self.crawl_name)
             self.store.close()
             self.store = None
 

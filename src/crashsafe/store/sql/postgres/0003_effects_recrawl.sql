@@ -1,8 +1,9 @@
 -- crashsafe schema, version 3 (PostgreSQL): recrawls, the outbox and its deliveries,
 -- files (SQLite's 0005; the comments there say more).
 
--- The page that yielded a record last and in which pass; when it went gone (at the end
--- of a pass that fetched its page and found it nowhere).
+-- The page that yielded a record last and in which pass; the pass a page was last done
+-- in; when a record went gone (its page fetched in a later pass, and it found nowhere).
+ALTER TABLE frontier ADD COLUMN done_pass integer NOT NULL DEFAULT 1;
 ALTER TABLE records ADD COLUMN page bigint;
 ALTER TABLE records ADD COLUMN seen_pass integer NOT NULL DEFAULT 1;
 ALTER TABLE records ADD COLUMN gone_at timestamptz;

@@ -200,19 +200,17 @@ WHERE records.content_hash <> excluded.content_hash OR records.gone_at IS NOT NU
    OR records.page IS DISTINCT FROM excluded.page OR records.seen_pass <> excluded.seen_pass;
 
 -- name: mark_gone
--- Once the last pass is complete (no URL pending or leased): the live records of the pages
--- it fetched that no page yielded in it. Each is a new version (a record.gone event).
-WITH last_pass AS (
-    SELECT max(pass) AS n, max(started_at) AS at FROM passes WHERE crawl = %(crawl)s
-)
-UPDATE records
+-- When no URL is pending or leased (and a recrawl happened at all): the live records whose
+-- page was fetched (it has a status) in a later pass than they were last yielded in. Each
+-- is a new version (a record.gone event).
+UPDATE records r
 SET gone_at = crashsafe_now(%(now)s), last_changed = crashsafe_now(%(now)s),
-    version = version + 1
-WHERE crawl = %(crawl)s AND gone_at IS NULL
-  AND seen_pass < (SELECT n FROM last_pass)
-  AND page IN (
-      SELECT id FROM frontier
-      WHERE crawl = %(crawl)s AND state = 'done' AND done_at >= (SELECT at FROM last_pass))
+    version = r.version + 1
+FROM frontier f
+WHERE r.crawl = %(crawl)s AND r.gone_at IS NULL
+  AND f.id = r.page AND f.state = 'done' AND f.http_status IS NOT NULL
+  AND f.done_pass > r.seen_pass
+  AND EXISTS (SELECT 1 FROM passes WHERE crawl = %(crawl)s)
   AND NOT EXISTS (
       SELECT 1 FROM frontier WHERE crawl = %(crawl)s AND state IN ('pending', 'leased'));
 
@@ -221,7 +219,8 @@ WHERE crawl = %(crawl)s AND gone_at IS NULL
 UPDATE frontier f
 SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = f.attempts + 1, http_status = u.status, last_error = u.error,
-    done_at = crashsafe_now(u.now), links_skipped = u.links_skipped
+    done_at = crashsafe_now(u.now), links_skipped = u.links_skipped,
+    done_pass = (SELECT coalesce(max(pass), 1) FROM passes p WHERE p.crawl = f.crawl)
 FROM unnest(%(status)s::int[], %(error)s::text[], %(now)s::float8[], %(id)s::bigint[],
             %(grant)s::bigint[], %(links_skipped)s::int[])
      AS u(status, error, now, id, g, links_skipped)

@@ -1,11 +1,13 @@
 -- crashsafe schema, version 5 (SQLite): recrawls, the outbox and its deliveries, files.
 
--- The page (frontier id) that yielded a record last, and in which pass. When a pass is
--- complete (no URL pending or leased), the records of the pages it fetched that no page
--- yielded in it (their page is now 404/410, or no longer lists them) are marked gone,
--- with a time: at the end of the pass, not page by page, so that a record that moved to
--- a page fetched later (a listing whose items shifted) is not taken for gone. A gone
--- record yielded again comes back as a new version.
+-- The page (frontier id) that yielded a record last, and in which pass; the pass in
+-- which a page was last done. When no URL is pending or leased, a record whose page was
+-- fetched (it has a status: not a page robots.txt now disallows) in a later pass than
+-- the record was last yielded in is gone, with a time: its page is now 404/410, or no
+-- longer lists it. Decided then, not page by page, so that a record that moved to a page
+-- fetched later (a listing whose items shifted) is not taken for gone. A gone record
+-- yielded again comes back as a new version.
+ALTER TABLE frontier ADD COLUMN done_pass INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE records ADD COLUMN page INTEGER;
 ALTER TABLE records ADD COLUMN seen_pass INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE records ADD COLUMN gone_at REAL;

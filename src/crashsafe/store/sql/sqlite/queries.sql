@@ -133,16 +133,17 @@ WHERE records.content_hash <> excluded.content_hash OR records.gone_at IS NOT NU
    OR records.page IS NOT excluded.page OR records.seen_pass <> excluded.seen_pass;
 
 -- name: mark_gone
--- Once the last pass is complete (no URL pending or leased): the live records of the pages
--- it fetched that no page yielded in it. Each is a new version (a record.gone event).
+-- When no URL is pending or leased (and a recrawl happened at all): the live records whose
+-- page was fetched (it has a status) in a later pass than they were last yielded in. Each
+-- is a new version (a record.gone event).
 UPDATE records
 SET gone_at = :now, last_changed = :now, version = version + 1
 WHERE crawl = :crawl AND gone_at IS NULL
-  AND seen_pass < (SELECT max(pass) FROM passes WHERE crawl = :crawl)
-  AND page IN (
-      SELECT id FROM frontier
-      WHERE crawl = :crawl AND state = 'done'
-        AND done_at >= (SELECT max(started_at) FROM passes WHERE crawl = :crawl))
+  AND EXISTS (SELECT 1 FROM passes WHERE crawl = :crawl)
+  AND EXISTS (
+      SELECT 1 FROM frontier f
+      WHERE f.id = records.page AND f.state = 'done' AND f.http_status IS NOT NULL
+        AND f.done_pass > records.seen_pass)
   AND NOT EXISTS (
       SELECT 1 FROM frontier WHERE crawl = :crawl AND state IN ('pending', 'leased'));
 
@@ -150,7 +151,8 @@ WHERE crawl = :crawl AND gone_at IS NULL
 UPDATE frontier
 SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = attempts + 1, http_status = :status, last_error = :error, done_at = :now,
-    links_skipped = :links_skipped
+    links_skipped = :links_skipped,
+    done_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = frontier.crawl)
 WHERE id = :id AND grant_id = :grant AND state = 'leased';
 
 -- name: mark_retry
