@@ -11,9 +11,11 @@ instead of showing a traceback.
      │    └── SpiderLoadError  SPIDER argument does not name a Spider class
      ├── SpiderError          the spider fails every page the same way: fix it first
      ├── EndpointError        an LLM endpoint that cannot be used: wrong URL, key, model
-     ├── StoreError           the database refused an operation
+     ├── StoreError           the database refused an operation, or a disk is full
      │    └── SchemaError      database written by a newer crashsafe, or not ours
-     └── WorkerBusyError      another process holds the same lock (e.g. a checkpoint)
+     ├── WorkerBusyError      another process holds the same lock (e.g. a checkpoint)
+     └── WebhookRejected      a webhook whose signature or timestamp does not check out
+                              (crashsafe.effects.receiver)
 """
 
 from __future__ import annotations
