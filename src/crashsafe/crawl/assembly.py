@@ -7,13 +7,12 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from crashsafe.crawl.addresses import AddressGuard
 from crashsafe.crawl.allow import LinkFilter
-from crashsafe.crawl.archive import CrawlArchive
 from crashsafe.crawl.downloads import Downloads
 from crashsafe.crawl.fetch import robots_download
 from crashsafe.crawl.pages import PageProcessor
@@ -24,6 +23,9 @@ from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Spider
 from crashsafe.effects.files import default_folder
 from crashsafe.store import Store
+
+if TYPE_CHECKING:
+    from crashsafe.crawl.archive import CrawlArchive
 
 Call = Callable[..., Awaitable[Any]]
 
@@ -45,7 +47,9 @@ async def assemble(
     """The processor, and the archive to close when the crawl ends (None: no ``warc_dir``).
     Opening the archive repairs torn files: it is done off the event loop."""
     archive = None
-    if settings.warc_dir is not None:
+    if settings.warc_dir is not None:  # (warcio is imported only then)
+        from crashsafe.crawl.archive import CrawlArchive
+
         archive = await asyncio.to_thread(CrawlArchive, settings)
     write = None if archive is None else archive.write
     processor = PageProcessor(
