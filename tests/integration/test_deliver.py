@@ -205,3 +205,21 @@ def test_an_event_beyond_orjson_is_sent_and_read_whole(
     assert done.returncode == 0, done.stderr
     [(_, headers, body)] = ep.hits
     assert Webhook(SECRET).verify(body, headers)["data"]["data"]["n"] == 10**30
+
+
+def test_deliver_on_postgresql(
+    shop: Callable[..., ShopThread],
+    pg_url: str,
+    endpoint: Callable[..., Endpoint],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CRASHSAFE_WEBHOOK_SECRET", SECRET)
+    site = shop(listings=1, per_listing=5)
+    assert run_cli(*crawl_args(site, pg_url)).returncode == 0
+    ep = endpoint(lambda _id, n: (503, {}) if n == 1 else (200, {}))
+    done = deliver(pg_url, ep.url)
+    assert done.returncode == 0, done.stderr
+    assert "to this endpoint in all: 5 delivered, 0 pending, 0 failed" in done.stderr
+    verifier = Webhook(SECRET)
+    versions = {verifier.verify(body, headers)["data"]["id"] for _, headers, body in ep.hits}
+    assert len(versions) == 5 and len(ep.hits) == 10

@@ -42,11 +42,13 @@ def stored_records(db: str) -> dict[str, Any]:
 
 
 def test_files_are_stored_once_per_content_and_referenced(
-    shop: Callable[..., ShopThread], tmp_path: Path
+    shop: Callable[..., ShopThread], tmp_path: Path, any_db_url: str
 ) -> None:
     site = shop(listings=1, per_listing=10)
-    db = f"sqlite:///{tmp_path / 'p.db'}"
-    result = crashsafe.crawl(Photos, db=db, start_urls=[f"{site.url}/list/0"])
+    db = any_db_url
+    result = crashsafe.crawl(
+        Photos, db=db, start_urls=[f"{site.url}/list/0"], files_dir=str(tmp_path / "files")
+    )
     assert result.stats.failed == 0
     files = sorted(p for p in (tmp_path / "files").rglob("*") if p.is_file())
     assert len(files) == IMAGES  # products 0..9 share 7 pictures; /image/0 and 1 among them
@@ -58,6 +60,9 @@ def test_files_are_stored_once_per_content_and_referenced(
         assert (photo["size"], photo["content_type"]) == (len(image(int(key))), "image/png")
         assert shared["url"] == f"{site.url}/image/1.png"
     assert os.stat(files[0]).st_mode & 0o777 == 0o600
+    store = open_store(db)
+    assert store.effect_stats("photos").files == IMAGES
+    store.close()
 
 
 def test_downloads_failing_for_good_are_noted_and_for_now_retried(
