@@ -94,7 +94,7 @@ def test_retries_keep_the_id_and_body_and_honour_retry_after(
     ep = endpoint(lambda _id, n: (503, {"Retry-After": "1"}) if n == 1 else (200, {}))
     done = deliver(crawled, ep.url)
     assert done.returncode == 0, done.stderr
-    assert "delivered 5, retries scheduled 5, failed 0" in done.stderr
+    assert "delivered 5, failed 0 (retries spent), 5 attempts to be retried" in done.stderr
     ids = {h[1]["webhook-id"] for h in ep.hits}
     assert len(ids) == 5 and len(ep.hits) == 10
     verifier = Webhook(SECRET)

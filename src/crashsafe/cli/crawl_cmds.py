@@ -345,6 +345,8 @@ def status(db_url: str, crawl_name: str | None, as_json: bool) -> None:
         for s, e in zip(rows, effects, strict=True):
             item = {k: getattr(s, k) for k in s.__dataclass_fields__}
             item["effects"] = dataclasses.asdict(e)
+            if e.last_pass_at is not None:  # ISO, as every other time in the output
+                item["effects"]["last_pass_at"] = iso_time(e.last_pass_at)
             item["known"], item["requests_per_record"] = s.known, s.requests_per_record
             item["workers"] = [
                 {**dataclasses.asdict(w), "started_at": iso_time(w.started_at)}

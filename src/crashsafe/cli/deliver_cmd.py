@@ -193,8 +193,8 @@ def _run(
 
 def _report(report: DeliveryReport, left: dict[str, int]) -> None:
     click.echo(
-        f"delivered {report.delivered:,}, retries scheduled {report.retried:,}, "
-        f"failed {report.failed:,}; to this endpoint in all: "
+        f"delivered {report.delivered:,}, failed {report.failed:,} (retries spent), "
+        f"{report.retried:,} attempts to be retried; to this endpoint in all: "
         f"{left.get('delivered', 0):,} delivered, "
         f"{left.get('pending', 0) + left.get('leased', 0):,} pending, "
         f"{left.get('failed', 0):,} failed",

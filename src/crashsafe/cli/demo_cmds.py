@@ -15,7 +15,7 @@ import click
 
 from crashsafe import aio
 from crashsafe.cli.crawl_cmds import report_result, summary
-from crashsafe.cli.options import fmt_seconds, serve_until_interrupted
+from crashsafe.cli.options import fmt_seconds, program, serve_until_interrupted
 from crashsafe.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -208,6 +208,6 @@ def demo(
         f"this run: the shop counted {server['requests']} page requests "
         f"({server['repeated']} repeated) in {fmt_seconds(result.elapsed)}"
     )
-    click.echo(f"inspect: crashsafe status --db sqlite:///{path}")
+    click.echo(f"inspect: {program()} status --db sqlite:///{path}")
     if wrong or missing:
         sys.exit(1)

@@ -86,3 +86,14 @@ def iso_time(ts: float) -> str:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+
+
+def program() -> str:
+    """How this command was started, to repeat in advice: ``.venv/bin/crashsafe`` when it
+    was started so (``crashsafe`` alone may not be on the PATH)."""
+    import sys
+
+    started = sys.argv[0] if sys.argv else ""
+    if started.endswith("__main__.py"):
+        return f"{os.path.basename(sys.executable)} -m crashsafe"
+    return started if os.sep in started else "crashsafe"
