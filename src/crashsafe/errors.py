@@ -11,8 +11,9 @@ instead of showing a traceback.
      │    └── SpiderLoadError  SPIDER argument does not name a Spider class
      ├── SpiderError          the spider fails every page the same way: fix it first
      ├── EndpointError        an LLM endpoint that cannot be used: wrong URL, key, model
-     ├── StoreError           the database refused an operation, or a disk is full
-     │    └── SchemaError      database written by a newer crashsafe, or not ours
+     ├── StoreError           the database refused an operation
+     │    ├── SchemaError      database written by a newer crashsafe, or not ours
+     │    └── FolderUnwritable a folder of files or WARC archives: disk full, read-only
      ├── WorkerBusyError      another process holds the same lock (e.g. a checkpoint)
      └── WebhookRejected      a webhook whose signature or timestamp does not check out
                               (crashsafe.effects.receiver)
@@ -51,6 +52,12 @@ class StoreError(CrashsafeError):
 
 class SchemaError(StoreError):
     """The database schema is not one this version of crashsafe understands."""
+
+
+class FolderUnwritable(StoreError):
+    """A folder crashsafe writes files to (downloads, the WARC archive) cannot be written:
+    a full disk, a read-only file system, no permission. A crawl stops at once, the pages
+    in flight back in the queue: free some space or fix the folder, and run it again."""
 
 
 class WorkerBusyError(CrashsafeError):

@@ -301,3 +301,20 @@ def test_a_recrawl_begun_before_the_last_pass_ended_loses_no_gone_record(
     crawl_page(store, "http://a/3", [rec("c", "1")])
     assert store.finish_pass(C) == 1
     assert versions(store) == {"b": 1, "c": 1}
+
+
+def test_a_temporary_redirect_keeps_the_records_a_permanent_one_does_not(
+    store: Store, clock: ManualClock
+) -> None:
+    store.enqueue(C, [NewUrl("http://a/1"), NewUrl("http://a/2")])
+    crawl_page(store, "http://a/1", [rec("a", "1")])
+    crawl_page(store, "http://a/2", [rec("b", "1")])
+    clock.advance(1)
+    store.recrawl(C)
+    leases = {x.url: x for x in store.lease(C, store.register_worker(), 10, 60)}
+    why = "redirect to http://b/ not followed"
+    outs = [PageOutcome(leases["http://a/1"], "done", 302, why),
+            PageOutcome(leases["http://a/2"], "done", 301, why)]  # fmt: skip
+    assert store.commit_pages(C, outs) == [None, None]
+    assert store.finish_pass(C) == 1
+    assert versions(store) == {"a": 1}

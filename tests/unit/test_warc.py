@@ -17,7 +17,7 @@ from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untype
 from warcio.exceptions import ArchiveLoadFailed  # type: ignore[import-untyped]
 
 from crashsafe.effects.warc import WarcArchive, read_archive, trim_torn_tail, whole_length
-from crashsafe.errors import ConfigError, StoreError
+from crashsafe.errors import ConfigError, FolderUnwritable
 from tests.clock import ManualClock
 from tests.helpers import reaped, wait_for_line
 
@@ -213,10 +213,10 @@ def test_a_folder_that_cannot_be_created_is_a_config_error(tmp_path: Path) -> No
         WarcArchive(tmp_path / "file" / "warc", "w1")
 
 
-def test_a_read_only_folder_is_a_config_error(small_disk: Path) -> None:
+def test_a_read_only_folder_is_one_line(small_disk: Path) -> None:
     archive = WarcArchive(small_disk, "w1")
     subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
-    with pytest.raises(ConfigError, match="read-only file system"):
+    with pytest.raises(FolderUnwritable, match="read-only file system"):
         write(archive, 1, b"x")
     subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
 
@@ -224,7 +224,7 @@ def test_a_read_only_folder_is_a_config_error(small_disk: Path) -> None:
 def test_a_full_disk_is_one_line_and_leaves_the_file_whole(small_disk: Path) -> None:
     archive = WarcArchive(small_disk, "w1")
     with pytest.raises(
-        StoreError, match=r"^disk full while writing the WARC file .*free some"
+        FolderUnwritable, match=r"^disk full while writing the WARC file .*free some"
     ) as raised:
         for number in range(10):
             write(archive, number, os.urandom(2_500))

@@ -164,7 +164,8 @@ def deliver(
         report = _run(store, crawl, _check_webhook(webhook), signer, schedule, follow,
                       concurrency=concurrency, timeout=timeout, lease_seconds=lease_seconds,
                       max_wait=wait)  # fmt: skip
-        left = store.endpoint_deliveries(store.endpoint(crawl, webhook).id)
+        still = store.find_endpoint(crawl, webhook)  # (None: removed meanwhile)
+        left = {} if still is None else store.endpoint_deliveries(still.id)
     finally:
         store.close()
     _report(report, left)

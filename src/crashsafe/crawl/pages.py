@@ -44,7 +44,7 @@ from crashsafe.crawl.sessions import CookieSync, SendBuilder, cookie_rows
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.sitemaps import MAX_SITEMAP_ENTRIES
 from crashsafe.crawl.spider import SITEMAP_CALLBACK, Page, Spider
-from crashsafe.errors import CrashsafeError
+from crashsafe.errors import FolderUnwritable
 from crashsafe.store import Backoff, FileRow, Lease, PageOutcome
 from crashsafe.store.values import storable
 from crashsafe.text import printable
@@ -187,7 +187,7 @@ class PageProcessor:
             return self._retry(lease, str(exc))
         except PermanentFetchError as exc:
             return PageOutcome(lease, "failed", error=str(exc))
-        except CrashsafeError as exc:  # the WARC archive cannot be written
+        except FolderUnwritable as exc:  # the WARC archive cannot be written
             return self._halt(lease, exc)
         if resp.set_cookies and self.cookies is not None:
             self.cookies.received(resp.set_cookies)
@@ -225,7 +225,7 @@ class PageProcessor:
                     raise ParseError("page.download() needs a crawl with a files folder")
                 try:
                     items, files = await self.downloads.resolve(items, page, made)
-                except CrashsafeError as exc:  # the files folder cannot be written
+                except FolderUnwritable as exc:  # the files folder cannot be written
                     return self._halt(lease, exc)
             rows = to_rows(
                 items,
@@ -262,11 +262,12 @@ class PageProcessor:
             files=files,
         )
 
-    def _halt(self, lease: Lease, exc: CrashsafeError) -> PageOutcome:
+    def _halt(self, lease: Lease, exc: FolderUnwritable) -> PageOutcome:
         """A folder of ours cannot be written (a full disk, no permission): stop the
-        crawl (``halted``) and put the page back, one attempt spent, for the next run."""
+        crawl (``halted``) and put the page back for the next run, no attempt counted
+        (a disk full for five runs must not send the pages to the dead letter)."""
         self.halted = self.halted or str(exc)
-        return PageOutcome(lease, "retry", error=str(exc), retry_in=0.0)
+        return PageOutcome(lease, "deferred", error=str(exc), retry_in=0.0)
 
     def _max_links(self, callback: str | None) -> int:
         if callback == SITEMAP_CALLBACK:  # a sitemap may list 50 000 URLs (sitemaps.org)

@@ -127,7 +127,10 @@ class Dispatcher:
                         self.report.disabled = why
                         break
                     continue
-                now = await asyncio.to_thread(self.store.endpoint, self.crawl, self.url)
+                now = await asyncio.to_thread(self.store.find_endpoint, self.crawl, self.url)
+                if now is None:  # `deliver --remove`: not to be added back
+                    self.report.disabled = "the endpoint was removed"
+                    break
                 if now.disabled_at is not None:  # by another dispatcher
                     self.report.disabled = now.disabled_why or "disabled"
                     break

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crashsafe.errors import ConfigError, StoreError
+from crashsafe.errors import ConfigError, FolderUnwritable
 from crashsafe.files import open_private, private_folder
 
 TMP = ".tmp"
@@ -93,10 +93,11 @@ class FileStore:
         self._tmp = folder / TMP
         try:
             private_folder(self._tmp)
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot create the files folder {folder}: {exc.strerror or exc}; choose a "
-                "writable place (--files DIR, or the files_dir setting)"
+        except (OSError, ConfigError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise FolderUnwritable(
+                f"cannot create the files folder {folder}: {why}; choose a writable place "
+                "(--files DIR, or the files_dir setting)"
             ) from None
         self._remove_dead_temps()
 
@@ -144,11 +145,13 @@ class FileStore:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise StoreError(
+                raise FolderUnwritable(
                     f"disk full while storing a download in {self.folder}: free some space "
                     "and run the same command again (the pages in flight are fetched again)"
                 ) from None
-            raise ConfigError(f"cannot store a download in {self.folder}: {exc}") from None
+            raise FolderUnwritable(f"cannot store a download in {self.folder}: {exc}") from None
+        except ConfigError as exc:  # (open_private's words for a read-only folder)
+            raise FolderUnwritable(str(exc)) from None
         return sha, rel
 
 

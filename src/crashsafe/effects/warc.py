@@ -46,7 +46,7 @@ from warcio.statusandheaders import StatusAndHeaders  # type: ignore[import-unty
 from warcio.warcwriter import WARCWriter  # type: ignore[import-untyped]
 
 from crashsafe import __version__
-from crashsafe.errors import ConfigError, CrashsafeError, StoreError
+from crashsafe.errors import ConfigError, FolderUnwritable
 from crashsafe.files import open_private, private_folder
 
 DEFAULT_MAX_BYTES = 100 * 2**20
@@ -110,6 +110,11 @@ class WarcArchive:
         # by its PID never meets its series again after a restart.
         for newest in _newest_of_each(folder):
             trim_torn_tail(newest)
+
+    def fits(self, nbytes: int) -> bool:
+        """Whether about ``nbytes`` more go in the open file without a rotation (which
+        fsyncs it): False when no file is open yet (opening one creates it)."""
+        return self._fd is not None and self._size + nbytes < self.max_bytes
 
     @property
     def paths(self) -> list[Path]:
@@ -207,6 +212,8 @@ class WarcArchive:
                 continue
             except OSError as exc:
                 raise _write_error(path, exc) from None
+            except ConfigError as exc:  # (open_private's words for a read-only folder)
+                raise FolderUnwritable(str(exc)) from None
             break
         fcntl.flock(fd, fcntl.LOCK_EX)  # a live file: trim_torn_tail leaves it alone
         self._fd, self._path, self._size = fd, path, 0
@@ -255,18 +262,18 @@ def _stored_headers(headers: Sequence[tuple[str, str]], length: int) -> list[tup
     return stored
 
 
-def _write_error(path: Path, exc: OSError) -> CrashsafeError:
+def _write_error(path: Path, exc: OSError) -> FolderUnwritable:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return StoreError(
+        return FolderUnwritable(
             f"disk full while writing the WARC file {path}: free some space and run the "
             "same command again (the pages in flight are fetched again)"
         )
     if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return ConfigError(
+        return FolderUnwritable(
             f"cannot write {path}: {exc.strerror} (a read-only file system, or no "
             "permission); choose a writable place"
         )
-    return StoreError(f"cannot write the WARC file {path}: {exc.strerror or exc}")
+    return FolderUnwritable(f"cannot write the WARC file {path}: {exc.strerror or exc}")
 
 
 _ANY_SERIES = re.compile(r"crashsafe-(\d{14})-(.+)-(\d{5,})\.warc\.gz")

@@ -191,8 +191,8 @@ def _run_all(
                     assert isinstance(crashsafe, CrashsafeScraper)
                     folder = root / f"run{run + 1}-{scraper.name}"
                     out.effects = check_effects(
-                        folder, crashsafe.db_url(folder), kills=options.kills,
-                        seed=options.seed * 1000 + run,
+                        folder, crashsafe.db_url(folder), shop.url, options.shop,
+                        kills=options.kills, seed=options.seed * 1000 + run,
                     )  # fmt: skip
                 on_progress(
                     f"run {run + 1}/{options.runs} {scraper.name}: {out.rows} rows, "

@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from crashsafe.demo.shop import IMAGES, image
+from crashsafe.demo.shop import IMAGES, ShopOptions, image, sku
 from crashsafe.effects.receiver import Receiver, WebhookRejected
 from crashsafe.effects.warc import read_archive
 from crashsafe.effects.webhooks import new_secret
@@ -42,11 +42,15 @@ class EffectsOutcome:
     warc_files: int = 0
     warc_responses: int = 0
     warc_unreadable: list[str] = field(default_factory=list)
+    warc_missing: int = 0  # pages and pictures of the shop with no response archived
     events: int = 0  # outbox events, one per (record, version)
+    records: int = 0  # (record, version) pairs the store holds
     processed: int = 0  # by the receiver
     processed_twice: int = 0
+    processed_unknown: int = 0  # pairs processed but not in the store, or the reverse
     webhooks: int = 0  # requests the receiver answered (repeats included)
     dispatcher_kills: int = 0
+    kills_planned: int = 0
     deliver_exit: int = 0
 
     def problems(self) -> list[str]:
@@ -62,30 +66,50 @@ class EffectsOutcome:
             found.append(f"{self.records_without_file} records without their picture")
         if self.warc_unreadable:
             found.append(f"WARC unreadable: {', '.join(self.warc_unreadable)}")
-        if self.processed != self.events or self.processed_twice:
+        if self.warc_missing or not self.warc_files:
+            found.append(f"{self.warc_missing} pages or pictures not in the WARC archive")
+        if (self.processed != self.events or self.events != self.records or
+                self.processed_twice or self.processed_unknown):  # fmt: skip
             found.append(
-                f"receiver processed {self.processed} of {self.events} events "
-                f"({self.processed_twice} twice)"
+                f"receiver processed {self.processed} of {self.events} events for "
+                f"{self.records} record versions ({self.processed_twice} twice, "
+                f"{self.processed_unknown} differing from the store's)"
             )
+        if self.kills_planned and not self.dispatcher_kills:
+            found.append("no dispatcher kill landed: exactly-once delivery not tested")
         if self.deliver_exit:
             found.append(f"the last deliver exited {self.deliver_exit}")
         return found
 
 
-def check_effects(workdir: Path, db_url: str, *, kills: int, seed: int) -> EffectsOutcome:
-    out = EffectsOutcome()
+def check_effects(
+    workdir: Path, db_url: str, shop_url: str, shop: ShopOptions, *, kills: int, seed: int
+) -> EffectsOutcome:
+    out = EffectsOutcome(kills_planned=kills)
     _check_files(workdir / "files", db_url, out)
-    _check_warc(workdir / "warc", out)
+    _check_warc(workdir / "warc", _shop_urls(shop_url, shop), out)
     with _receiver(workdir / "received.db") as (url, secret, counts):
         _deliver_with_kills(db_url, url, secret, counts, kills, random.Random(seed), out)
         with contextlib.closing(open_store(db_url, readonly=True)) as store:
             [crawl] = store.crawls()
             out.events = store.effect_stats(crawl).events
+            versions = {(r.id, r.version) for r in store.iter_records(crawl)}
         processed = _processed(workdir / "received.db")
+        out.records = len(versions)
         out.processed = len(processed)
         out.processed_twice = sum(1 for n in processed.values() if n > 1)
+        out.processed_unknown = len(set(processed) ^ versions)
         out.webhooks = counts["webhooks"]
     return out
+
+
+def _shop_urls(shop_url: str, shop: ShopOptions) -> set[str]:
+    """Every listing, product page and picture of the shop: each must be archived."""
+    return (
+        {f"{shop_url}/list/{n}" for n in range(shop.listings)}
+        | {f"{shop_url}/product/{sku(n)}" for n in range(shop.products)}
+        | {f"{shop_url}/image/{n}.png" for n in range(shop.products)}
+    )
 
 
 def _check_files(folder: Path, db_url: str, out: EffectsOutcome) -> None:
@@ -103,20 +127,27 @@ def _check_files(folder: Path, db_url: str, out: EffectsOutcome) -> None:
                 out.records_without_file += 1
 
 
-def _check_warc(folder: Path, out: EffectsOutcome) -> None:
+def _check_warc(folder: Path, expected: set[str], out: EffectsOutcome) -> None:
     from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
 
+    archived: set[str] = set()
     for path in sorted(folder.glob("*.warc.gz")):
         out.warc_files += 1
         try:  # warcio's own reader, on the file as it is: it must read it whole
             with path.open("rb") as stream:
-                kinds = [r.rec_type for r in ArchiveIterator(stream)]
+                records = [
+                    (r.rec_type, r.rec_headers.get_header("WARC-Target-URI"))
+                    for r in ArchiveIterator(stream)
+                ]
         except Exception as exc:
             out.warc_unreadable.append(f"{path.name}: {type(exc).__name__}")
             continue
-        if len(kinds) != sum(1 for _ in read_archive(path)):
+        if len(records) != sum(1 for _ in read_archive(path)):
             out.warc_unreadable.append(f"{path.name}: a torn last record")
-        out.warc_responses += kinds.count("response")
+        responses = [uri for kind, uri in records if kind == "response"]
+        out.warc_responses += len(responses)
+        archived.update(responses)
+    out.warc_missing = len(expected - archived)
 
 
 @contextlib.contextmanager

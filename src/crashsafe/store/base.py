@@ -243,6 +243,10 @@ class Store(Protocol):
         backlog) the first time."""
         ...
 
+    def find_endpoint(self, crawl: str, url: str) -> Endpoint | None:
+        """The endpoint ``url`` of ``crawl`` if it exists (never adds it)."""
+        ...
+
     def lease_deliveries(
         self, endpoint: int, owner: str, limit: int, lease_seconds: float
     ) -> list[Delivery]: ...

@@ -102,6 +102,19 @@ class SQLEffects(SQLBase):
 
         return self._run(go)
 
+    def find_endpoint(self, crawl: str, url: str) -> Endpoint | None:
+        """The endpoint ``url`` of ``crawl`` if it exists (never adds it)."""
+
+        def go() -> Endpoint | None:
+            with self._read() as tx:
+                found = tx.rows("find_endpoint", {"crawl": crawl, "url": url})
+            if not found:
+                return None
+            [(id_, disabled_at, why)] = found
+            return Endpoint(int(id_), crawl, url, disabled_at, why)
+
+        return self._run(go)
+
     def lease_deliveries(
         self, endpoint: int, owner: str, limit: int, lease_seconds: float
     ) -> list[Delivery]:
@@ -197,6 +210,7 @@ class SQLEffects(SQLBase):
         def go() -> int:
             p = {"crawl": crawl, "url": url}
             with self._write() as tx:
+                tx.rows("lock_outbox", {})  # no page commit fans out to it meanwhile
                 n = tx.run("remove_deliveries", p)
                 return n if tx.run("remove_endpoint", p) else -1
 

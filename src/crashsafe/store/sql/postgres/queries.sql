@@ -201,14 +201,16 @@ WHERE records.content_hash <> excluded.content_hash OR records.gone_at IS NOT NU
 
 -- name: mark_gone
 -- When no URL is pending or leased (and a recrawl happened at all): the live records whose
--- page was fetched (it has a status) in a later pass than they were last yielded in. Each
--- is a new version (a record.gone event).
+-- page was fetched (it has a status; a temporary redirect not followed says nothing of
+-- them) in a later pass than they were last yielded in. Each is a new version (a
+-- record.gone event).
 UPDATE records r
 SET gone_at = crashsafe_now(%(now)s), last_changed = crashsafe_now(%(now)s),
     version = r.version + 1
 FROM frontier f
 WHERE r.crawl = %(crawl)s AND r.gone_at IS NULL
   AND f.id = r.page AND f.state = 'done' AND f.http_status IS NOT NULL
+  AND f.http_status NOT IN (302, 303, 307)
   AND f.done_pass > r.seen_pass
   AND EXISTS (SELECT 1 FROM passes WHERE crawl = %(crawl)s)
   AND NOT EXISTS (

@@ -134,8 +134,9 @@ WHERE records.content_hash <> excluded.content_hash OR records.gone_at IS NOT NU
 
 -- name: mark_gone
 -- When no URL is pending or leased (and a recrawl happened at all): the live records whose
--- page was fetched (it has a status) in a later pass than they were last yielded in. Each
--- is a new version (a record.gone event).
+-- page was fetched (it has a status; a temporary redirect not followed says nothing of
+-- them) in a later pass than they were last yielded in. Each is a new version (a
+-- record.gone event).
 UPDATE records
 SET gone_at = :now, last_changed = :now, version = version + 1
 WHERE crawl = :crawl AND gone_at IS NULL
@@ -143,6 +144,7 @@ WHERE crawl = :crawl AND gone_at IS NULL
   AND EXISTS (
       SELECT 1 FROM frontier f
       WHERE f.id = records.page AND f.state = 'done' AND f.http_status IS NOT NULL
+        AND f.http_status NOT IN (302, 303, 307)
         AND f.done_pass > records.seen_pass)
   AND NOT EXISTS (
       SELECT 1 FROM frontier WHERE crawl = :crawl AND state IN ('pending', 'leased'));
