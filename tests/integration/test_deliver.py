@@ -16,7 +16,7 @@ from standardwebhooks.webhooks import Webhook
 import crashsafe
 from crashsafe.demo.shop import ShopThread
 from crashsafe.effects.webhooks import new_secret
-from tests.helpers import run_cli
+from tests.helpers import reaped, run_cli, start_cli, wait_for
 from tests.integration.test_cli import crawl_args
 
 SCHEDULE = ["--retry-schedule", "0.05,0.05", "--timeout", "5"]
@@ -223,3 +223,15 @@ def test_deliver_on_postgresql(
     verifier = Webhook(SECRET)
     versions = {verifier.verify(body, headers)["data"]["id"] for _, headers, body in ep.hits}
     assert len(versions) == 5 and len(ep.hits) == 10
+
+
+def test_a_following_dispatcher_stops_when_its_endpoint_is_removed(
+    crawled: str, endpoint: Callable[..., Endpoint]
+) -> None:
+    ep = endpoint(lambda _id, n: (200, {}))
+    with reaped(start_cli("deliver", "--db", crawled, "--webhook", ep.url, "--follow")) as proc:
+        wait_for(lambda: len(ep.hits) >= 5)
+        assert run_cli("deliver", "--db", crawled, "--webhook", ep.url, "--remove").returncode == 0
+        assert run_cli("deliver", "--db", crawled, "--webhook", ep.url).returncode == 0  # again
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "the endpoint was removed" in err

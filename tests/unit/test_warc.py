@@ -235,6 +235,21 @@ def test_a_full_disk_is_one_line_and_leaves_the_file_whole(small_disk: Path) -> 
     assert len(exchanges(path)) >= 1
 
 
+def test_a_write_after_a_failed_one_follows_the_last_whole_exchange(small_disk: Path) -> None:
+    """A write that did not fit was cut off; the next one, which fits, goes right after
+    the last whole exchange (not after a hole of zeros where the cut part was)."""
+    archive = WarcArchive(small_disk, "w1")
+    write(archive, 1, b"small one")
+    with pytest.raises(FolderUnwritable, match="disk full"):
+        write(archive, 2, os.urandom(20_000))
+    write(archive, 3, b"small two")
+    archive.close()
+    [path] = archive.paths
+    assert whole_length(path) == path.stat().st_size
+    # warcio alone reads it whole (no hole of zeros), both exchanges in it
+    assert exchanges(path) == [f"https://shop.example/p/{n}?page=1" for n in (1, 3)]
+
+
 CHILD = textwrap.dedent(
     """
     import os, random, sys

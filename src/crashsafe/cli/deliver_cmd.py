@@ -212,6 +212,13 @@ def _report(report: DeliveryReport, left: dict[str, int]) -> None:
     if report.interrupted:
         click.echo("Interrupted: run the same command again to resume.", err=True)
         sys.exit(130)
+    if report.removed:
+        click.echo(
+            "Error: the endpoint was removed (`crashsafe deliver --remove`) while this ran; "
+            "`crashsafe deliver --webhook URL` adds it again, with the whole outbox.",
+            err=True,
+        )
+        sys.exit(1)
     if report.disabled:
         click.echo(
             f"Error: endpoint disabled ({report.disabled}); once it accepts webhooks again, "

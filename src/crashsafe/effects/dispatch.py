@@ -42,6 +42,7 @@ class DeliveryReport:
     retried: int = 0
     failed: int = 0
     disabled: str | None = None  # why the endpoint was disabled during this run
+    removed: bool = False  # the endpoint was removed (`deliver --remove`) during this run
     waiting: float | None = None  # seconds until the next delivery is due, when left
     interrupted: bool = False
     errors: dict[str, int] = field(default_factory=dict)
@@ -128,8 +129,8 @@ class Dispatcher:
                         break
                     continue
                 now = await asyncio.to_thread(self.store.find_endpoint, self.crawl, self.url)
-                if now is None:  # `deliver --remove`: not to be added back
-                    self.report.disabled = "the endpoint was removed"
+                if now is None or now.id != endpoint.id:  # `deliver --remove` (and added
+                    self.report.removed = True  # again since: another endpoint's rows)
                     break
                 if now.disabled_at is not None:  # by another dispatcher
                     self.report.disabled = now.disabled_why or "disabled"

@@ -226,9 +226,12 @@ class WarcArchive:
             while view:  # os.write may write less: a full disk, a signal handler
                 view = view[os.write(self._fd, view) :]
         except OSError as exc:
-            # Cut off the part that did go in, so the file ends on a whole exchange again.
+            # Cut off the part that did go in, so the file ends on a whole exchange again,
+            # and write the next one right after it (truncating does not move the file
+            # position: the next write would leave a hole of zeros before it).
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, self._size)
+                os.lseek(self._fd, self._size, os.SEEK_SET)
             raise _write_error(self._path, exc) from None
         self._size += len(data)
 

@@ -70,7 +70,7 @@ END;
 -- A webhook that `crashsafe deliver` sends a crawl's events to; disabled when it answered
 -- 410 Gone (Standard Webhooks), until `crashsafe deliver --replay` turns it on again.
 CREATE TABLE endpoints (
-    id           INTEGER PRIMARY KEY,
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a dispatcher knows it by id
     crawl        TEXT NOT NULL,
     url          TEXT NOT NULL,
     added_at     REAL NOT NULL,
