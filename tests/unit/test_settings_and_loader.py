@@ -7,10 +7,10 @@ import pytest
 
 import crashsafe
 from crashsafe.crawl.loader import load_spider
-from crashsafe.crawl.pages import retry_after_seconds
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.demo.spider import DemoShop
 from crashsafe.errors import ConfigError, SpiderLoadError
+from crashsafe.retry_after import retry_after_seconds
 
 
 def test_public_names_match_all() -> None:

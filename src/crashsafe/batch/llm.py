@@ -23,8 +23,8 @@ from pydantic import BaseModel, ValidationError
 from crashsafe.batch.items import Item
 from crashsafe.batch.prompt import system_prompt, user_prompt
 from crashsafe.batch.task import BatchOutput, BatchTaskError, Usage, add_usage
-from crashsafe.crawl.pages import retry_after_seconds
 from crashsafe.errors import ConfigError, EndpointError
+from crashsafe.retry_after import retry_after_seconds
 from crashsafe.store import masked
 
 

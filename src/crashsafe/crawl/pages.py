@@ -11,10 +11,8 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
-import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
-from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -45,26 +43,13 @@ from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.sitemaps import MAX_SITEMAP_ENTRIES
 from crashsafe.crawl.spider import SITEMAP_CALLBACK, Page, Spider
 from crashsafe.errors import FolderUnwritable
+from crashsafe.retry_after import retry_after_seconds
 from crashsafe.store import Backoff, FileRow, Lease, PageOutcome
 from crashsafe.store.values import storable
 from crashsafe.text import printable
 
 GONE = frozenset({404, 410})
 SKIPPED_LOGGED = 10  # skipped links written to stderr per run; all are counted in status
-
-
-def retry_after_seconds(value: str | None, *, now: float | None = None) -> float | None:
-    """Parse a Retry-After header: delta-seconds or an HTTP-date (RFC 9110 10.2.3)."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isascii() and value.isdigit():  # "²".isdigit() is True too
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(0.0, when - (time.time() if now is None else now))
 
 
 class PageProcessor:

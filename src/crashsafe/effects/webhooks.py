@@ -25,7 +25,6 @@ import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
 import orjson
@@ -33,6 +32,7 @@ from standardwebhooks.webhooks import Webhook
 
 from crashsafe.durations import seconds
 from crashsafe.errors import ConfigError
+from crashsafe.retry_after import MAX_RETRY_AFTER, retry_after_seconds
 
 __all__ = [
     "EVENT_KINDS",
@@ -57,8 +57,6 @@ MAKE_SECRET = (
 #: 2 h, 5 h, 10 h, 14 h, 20 h, 24 h; its first row, "immediately", is the first attempt).
 #: Ten attempts over about three days.
 SPEC_DELAYS: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400)
-#: A ``Retry-After`` further away than this (a day) is read as this.
-MAX_RETRY_AFTER = 86400.0
 
 _SECRET_PREFIX = "whsec_"
 _MIN_SECRET_BYTES = 24  # the spec: "At least 24 bytes (192 bits, 512 maximum)"
@@ -252,31 +250,9 @@ class RetrySchedule:
 
 
 def parse_retry_after(value: str | None, now: float) -> float | None:
-    """Return the seconds a ``Retry-After`` header asks to wait, from ``now``.
-
-    Both forms of RFC 9110 §10.2.3: ``delay-seconds`` (``"120"``) and an HTTP-date (the
-    IMF-fixdate and the two obsolete forms recipients must accept, §5.6.7). The result is
-    clamped to ``[0, MAX_RETRY_AFTER]``: a date in the past means now, and no endpoint
-    holds a delivery back for more than a day.
-
-    Returns:
-        The seconds, or ``None`` if the header is absent or is neither form.
-    """
-    text = (value or "").strip()
-    if not text:
-        return None
-    if re.fullmatch(r"[0-9]+", text):
-        # More than nine digits is over 30 years: the cap, without converting a huge number.
-        seconds = float(text) if len(text) <= 9 else MAX_RETRY_AFTER
-    else:
-        try:
-            when = parsedate_to_datetime(text)
-            if when.tzinfo is None:  # the asctime form carries no zone; HTTP dates are GMT
-                when = when.replace(tzinfo=UTC)
-            seconds = when.timestamp() - now
-        except (TypeError, ValueError, OverflowError, IndexError):
-            return None
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
+    """The seconds a ``Retry-After`` header asks to wait from ``now``, at most
+    :data:`MAX_RETRY_AFTER` (:func:`crashsafe.retry_after.retry_after_seconds`)."""
+    return retry_after_seconds(value, now=now)
 
 
 def classify(status: int | None) -> Literal["delivered", "disable", "retry"]:
