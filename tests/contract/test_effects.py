@@ -318,3 +318,17 @@ def test_a_temporary_redirect_keeps_the_records_a_permanent_one_does_not(
     assert store.commit_pages(C, outs) == [None, None]
     assert store.finish_pass(C) == 1
     assert versions(store) == {"a": 1}
+
+
+def test_a_runs_figures_count_what_came_after_its_mark(store: Store) -> None:
+    store.enqueue(C, [NewUrl("http://a/1"), NewUrl("http://a/2"), NewUrl("http://a/3")])
+    crawl_page(store, "http://a/1", [rec("a", "1")])  # before the run
+    mark = store.high_water()
+    crawl_page(store, "http://a/2", [rec("b", "1"), rec("a", "2")])
+    owner = store.register_worker()
+    [in_flight] = [x for x in store.lease(C, owner, 10, 60) if x.url == "http://a/3"]
+    figures = store.since(C, mark)  # the lease in flight made no request yet
+    assert (figures.requests, figures.events) == (1, {"record.created": 1, "record.updated": 1})
+    assert figures.line() == "this run: 1 requests, 1 new records, 1 changed"
+    store.release(C, [(in_flight, False)])  # given back unfetched: still none
+    assert store.since(C, mark).requests == 1

@@ -19,13 +19,12 @@ from crashsafe import aio
 from crashsafe.cli.options import db_option, fmt_seconds, group_errors, iso_time, open_db
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.errors import ConfigError
-from crashsafe.store import CrawlStats, Store, WorkerInfo, masked
+from crashsafe.store import CrawlStats, HighWater, Store, WorkerInfo, masked
 from crashsafe.text import printable
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from crashsafe.cli.effects_cmds import RunMark
     from crashsafe.cli.export_cmd import Feed
     from crashsafe.crawl.engine import CrawlResult
 
@@ -183,10 +182,8 @@ def crawl(
     settings = spider_cls.crawl_settings(**overrides)
     progress = not no_progress and sys.stderr.isatty()
     store = open_db(db_url, create=True)
-    from crashsafe.cli.effects_cmds import RunMark
-
     # (a worker of --workers reports nothing: the command that started it does)
-    before = RunMark.take(store, spider_cls.name) if parent_fd is None else None
+    before = store.high_water() if parent_fd is None else None
     if workers > 1:
         if os.name != "posix":
             store.close()
@@ -213,7 +210,7 @@ def crawl(
             store_server=None if store_fd is None else socket.socket(fileno=store_fd),
         )
         result = aio.run(crawler.run())
-        this_run = None if before is None else RunMark.take(store, spider_cls.name).since(before)
+        this_run = None if before is None else store.since(spider_cls.name, before).line()
     finally:
         store.close()
     if parent_fd is not None:  # a worker: the command that started it reports
@@ -230,10 +227,9 @@ def run_as_workers(
     args: list[str],
     progress: bool,
     feed: Feed | None = None,
-    before: RunMark | None = None,
+    before: HighWater | None = None,
 ) -> None:
     """``crawl --workers n``: run the workers, then report for the whole crawl."""
-    from crashsafe.cli.effects_cmds import RunMark
     from crashsafe.cli.workers import run_workers
     from crashsafe.crawl.engine import CrawlResult
     from crashsafe.store.process import how_it_ended
@@ -242,7 +238,7 @@ def run_as_workers(
     serve = store.url.startswith("sqlite:")  # PostgreSQL: each worker connects itself
     codes = run_workers(n, args, store.url, progress=progress, serve_store=serve)
     stats = store.stats(crawl)
-    this_run = None if before is None else RunMark.take(store, crawl).since(before)
+    this_run = None if before is None else store.since(crawl, before).line()
     # A worker exits 130 after a Ctrl-C; a second Ctrl-C may catch it after its own
     # handler is gone, and the signal itself ends it: an interruption too, not a failure.
     interrupted = {130, -signal.SIGINT, -signal.SIGTERM}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import click
@@ -10,7 +9,7 @@ import click
 from crashsafe.cli.options import db_option, iso_time, open_db
 from crashsafe.durations import seconds
 from crashsafe.errors import ConfigError
-from crashsafe.store import EffectStats, Store
+from crashsafe.store import EffectStats
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -25,30 +24,6 @@ def parse_duration(text: str, option: str) -> float:
     if value is None:
         raise ConfigError(f"{option} {text!r}: give a duration like 30s, 15m, 2h or 1d")
     return min(value, CENTURY)  # (PostgreSQL's timestamps end in the year 294276)
-
-
-@dataclass(frozen=True, slots=True)
-class RunMark:
-    """A crawl's request and event counts at one moment: two of them give a run's own
-    figures, apart from the crawl's totals."""
-
-    requests: int
-    events: dict[str, int]
-
-    @classmethod
-    def take(cls, store: Store, crawl: str) -> RunMark:
-        return cls(store.stats(crawl).requests, store.events_since(crawl, 0.0))
-
-    def since(self, earlier: RunMark) -> str:
-        def n(kind: str) -> int:
-            return self.events.get(kind, 0) - earlier.events.get(kind, 0)
-
-        gone = n("record.gone")
-        return (
-            f"this run: {self.requests - earlier.requests:,} requests, "
-            f"{n('record.created'):,} new records, {n('record.updated'):,} changed"
-            + (f", {gone:,} gone" if gone else "")
-        )
 
 
 def effects_table(rows: list[EffectStats]) -> Table:

@@ -26,7 +26,9 @@ from crashsafe.store.effect_values import (
     Endpoint,
     FailedDelivery,
     FileRow,
+    HighWater,
     Pass,
+    RunFigures,
 )
 from crashsafe.store.values import (
     STALE,
@@ -64,6 +66,7 @@ __all__ = [
     "FailedDelivery",
     "FailedUrl",
     "FileRow",
+    "HighWater",
     "Lease",
     "NewUrl",
     "Outcome",
@@ -72,6 +75,7 @@ __all__ = [
     "Politeness",
     "RecordRow",
     "RobotsEntry",
+    "RunFigures",
     "Store",
     "StoredCookies",
     "StoredRecord",
@@ -234,8 +238,12 @@ class Store(Protocol):
 
     def effect_stats(self, crawl: str) -> EffectStats: ...
 
-    def events_since(self, crawl: str, since: float) -> dict[str, int]:
-        """Outbox events written at or after ``since`` (the store's clock), by type."""
+    def high_water(self) -> HighWater:
+        """Where lease grants and outbox events stand now (cheap)."""
+        ...
+
+    def since(self, crawl: str, mark: HighWater) -> RunFigures:
+        """The requests made and outbox events written for ``crawl`` after ``mark``."""
         ...
 
     def endpoint(self, crawl: str, url: str) -> Endpoint:

@@ -108,3 +108,29 @@ class FailedDelivery:
     status: int | None
     error: str | None
     failed_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class HighWater:
+    """The last lease grant and outbox event ids at one moment: a run's own figures are
+    what came after (``Store.since``)."""
+
+    grants: int
+    events: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunFigures:
+    """What a run did: requests made, and outbox events written by type."""
+
+    requests: int
+    events: dict[str, int]
+
+    def line(self) -> str:
+        gone = self.events.get("record.gone", 0)
+        return (
+            f"this run: {self.requests:,} requests, "
+            f"{self.events.get('record.created', 0):,} new records, "
+            f"{self.events.get('record.updated', 0):,} changed"
+            + (f", {gone:,} gone" if gone else "")
+        )

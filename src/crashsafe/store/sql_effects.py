@@ -20,7 +20,9 @@ from crashsafe.store.effect_values import (
     EffectStats,
     Endpoint,
     FailedDelivery,
+    HighWater,
     Pass,
+    RunFigures,
 )
 from crashsafe.store.sql_base import SQLBase, first
 from crashsafe.store.values import storable
@@ -72,12 +74,26 @@ class SQLEffects(SQLBase):
 
         return self._run(go)
 
-    def events_since(self, crawl: str, since: float) -> dict[str, int]:
-        """Outbox events written at or after ``since`` (the store's clock), by type."""
+    def high_water(self) -> HighWater:
+        """Where lease grants and outbox events stand now: cheap (two index lookups),
+        for :meth:`since` to count a run's own work at its end."""
 
-        def go() -> dict[str, int]:
+        def go() -> HighWater:
             with self._read() as tx:
-                return dict(tx.rows("count_events_since", {"crawl": crawl, "since": since}))
+                grants, events = tx.rows("high_water", {})[0]
+            return HighWater(int(grants), int(events))
+
+        return self._run(go)
+
+    def since(self, crawl: str, mark: HighWater) -> RunFigures:
+        """The requests made and outbox events written for ``crawl`` after ``mark``."""
+
+        def go() -> RunFigures:
+            p = {"crawl": crawl, "grants": mark.grants, "events": mark.events}
+            with self._read() as tx:
+                requests = first(tx.rows("requests_after", p))
+                events = dict(tx.rows("events_after", p))
+            return RunFigures(int(requests), events)
 
         return self._run(go)
 

@@ -494,9 +494,20 @@ FROM records WHERE crawl = %(crawl)s;
 SELECT d.state, count(*) FROM deliveries d JOIN endpoints e ON e.id = d.endpoint
 WHERE e.crawl = %(crawl)s GROUP BY d.state;
 
--- name: count_events_since
-SELECT type, count(*) FROM outbox
-WHERE crawl = %(crawl)s AND at >= to_timestamp(%(since)s::float8) GROUP BY type;
+-- name: high_water
+-- The last lease grant and outbox event so far (identities: they only grow).
+SELECT (SELECT coalesce(max(id), 0) FROM lease_grants), (SELECT coalesce(max(id), 0) FROM outbox);
+
+-- name: requests_after
+-- Grants after a high-water mark that made a request (stats.py's rule).
+SELECT count(*) FROM lease_grants g
+WHERE g.id > %(grants)s AND g.crawl = %(crawl)s
+  AND coalesce(g.outcome, '') NOT IN ('released', 'skipped', 'deferred')
+  AND NOT (g.outcome IS NULL
+           AND EXISTS (SELECT 1 FROM frontier f WHERE f.id = g.frontier_id AND f.grant_id = g.id));
+
+-- name: events_after
+SELECT type, count(*) FROM outbox WHERE id > %(events)s AND crawl = %(crawl)s GROUP BY type;
 
 -- name: put_file
 -- many

@@ -359,8 +359,21 @@ FROM records WHERE crawl = :crawl;
 SELECT d.state, count(*) FROM deliveries d JOIN endpoints e ON e.id = d.endpoint
 WHERE e.crawl = :crawl GROUP BY d.state;
 
--- name: count_events_since
-SELECT type, count(*) FROM outbox WHERE crawl = :crawl AND at >= :since GROUP BY type;
+-- name: high_water
+-- The last lease grant and outbox event so far (their ids only grow).
+SELECT (SELECT coalesce(max(id), 0) FROM lease_grants), (SELECT coalesce(max(id), 0) FROM outbox);
+
+-- name: requests_after
+-- Grants after a high-water mark that made a request (stats.py's rule: not given back
+-- unfetched, and not still in flight).
+SELECT count(*) FROM lease_grants g
+WHERE g.id > :grants AND g.crawl = :crawl
+  AND coalesce(g.outcome, '') NOT IN ('released', 'skipped', 'deferred')
+  AND NOT (g.outcome IS NULL
+           AND EXISTS (SELECT 1 FROM frontier f WHERE f.id = g.frontier_id AND f.grant_id = g.id));
+
+-- name: events_after
+SELECT type, count(*) FROM outbox WHERE id > :events AND crawl = :crawl GROUP BY type;
 
 -- name: put_file
 INSERT INTO files (crawl, sha256, size, content_type, url, stored_at)
