@@ -37,7 +37,9 @@ def crawl_page(store: Store, url: str, records: list[RecordRow], **kw: object) -
     assert store.commit_pages(C, [out]) == [None]
 
 
-def versions(store: Store, since: float = 0.0, changed_only: bool = False) -> dict[str, int]:
+def versions(
+    store: Store, since: float | None = None, changed_only: bool = False
+) -> dict[str, int]:
     return {
         r.key + ("(gone)" if r.gone_at else ""): r.version
         for r in store.iter_records(C, since=since, changed_only=changed_only)

@@ -23,13 +23,16 @@ from crashsafe.store import Store, StoredRecord
 from crashsafe.text import csv_cell
 
 
-def parse_since(text: str | None, store: Store | None = None, crawl: str | None = None) -> float:
-    """``--since``: an ISO time, or ``last-pass`` (when the crawl's last recrawl began)."""
+def parse_since(
+    text: str | None, store: Store | None = None, crawl: str | None = None
+) -> float | None:
+    """``--since``: an ISO time, or ``last-pass`` (when the crawl's last recrawl began);
+    None without it (the live records, not a change feed)."""
     if not text:
-        return 0.0
+        return None
     if text == "last-pass" and store is not None:
         name = one_crawl(store, crawl)
-        start = store.effect_stats(name).last_pass_at
+        start = store.last_pass_at(name)
         if start is None:
             raise ConfigError(
                 f"--since last-pass: {name} has had no recrawl yet (`crashsafe recrawl`)"
@@ -43,7 +46,7 @@ def parse_since(text: str | None, store: Store | None = None, crawl: str | None 
         ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return max(when.timestamp(), 1e-6)  # (0 means no --since: a time before 1970 is not)
+    return when.timestamp()
 
 
 def _record_dict(r: StoredRecord) -> dict[str, Any]:
@@ -64,7 +67,7 @@ def _record_dict(r: StoredRecord) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _records(
-    store: Store, crawl: str | None, since: float, changed_only: bool = False
+    store: Store, crawl: str | None, since: float | None, changed_only: bool = False
 ) -> Iterator[Iterator[StoredRecord]]:
     """``store.iter_records``, its cursor closed on the way out (a write that fails half-way
     must not leave it to be closed after the store, with an error of its own)."""
@@ -92,7 +95,7 @@ def _as_is(value: Any) -> Any:
 def write_csv(
     store: Store,
     crawl: str | None,
-    since: float,
+    since: float | None,
     out: IO[str],
     *,
     raw: bool = False,
@@ -107,7 +110,7 @@ def write_csv(
             if isinstance(r.data, dict):
                 fields.update(dict.fromkeys(r.data))
     head = ["id", "crawl", "source", "key", "url", "version", "first_seen", "last_changed"]
-    if since:  # a change feed: gone records are in it
+    if since is not None:  # a change feed: gone records are in it
         head.append("gone_at")
     writer = csv.writer(out)
     writer.writerow(head + [f for f in fields if f not in head])
@@ -207,7 +210,7 @@ class Feed:
         store = open_db(db_url, readonly=True)
         try:
             with _open_output(str(self.path)) as out:
-                n = write_records(store, crawl, 0.0, out, self.fmt)
+                n = write_records(store, crawl, None, out, self.fmt)
         finally:
             store.close()
         click.echo(f"wrote {n} record(s) to {self.path}", err=True)
@@ -217,7 +220,7 @@ class Feed:
 def write_records(
     store: Store,
     crawl: str | None,
-    since: float,
+    since: float | None,
     out: IO[str],
     fmt: str,
     *,

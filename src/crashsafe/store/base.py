@@ -190,10 +190,10 @@ class Store(Protocol):
     def retry_failed(self, crawl: str | None = None) -> int: ...
 
     def iter_records(
-        self, crawl: str | None = None, *, since: float = 0.0, changed_only: bool = False
+        self, crawl: str | None = None, *, since: float | None = None, changed_only: bool = False
     ) -> Iterator[StoredRecord]:
-        """Live records, in the order they were first seen; with ``since`` > 0 a change
-        feed: the records created, changed or gone at or after ``since`` (gone ones with
+        """Live records, in the order they were first seen; with ``since`` a change feed:
+        the records created, changed or gone at or after ``since`` (gone ones with
         ``gone_at``), and with ``changed_only`` not those first seen since."""
         ...
 
@@ -234,6 +234,10 @@ class Store(Protocol):
     def finish_pass(self, crawl: str) -> int:
         """Once the last pass is complete, mark gone the records of the pages it fetched
         that no page yielded in it; return how many (0 while URLs are pending or leased)."""
+        ...
+
+    def last_pass_at(self, crawl: str) -> float | None:
+        """When the crawl's last recrawl began (None: it has had none)."""
         ...
 
     def effect_stats(self, crawl: str) -> EffectStats: ...

@@ -385,9 +385,10 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects):
         return self._run(go)
 
     def iter_records(
-        self, crawl: str | None = None, *, since: float = 0.0, changed_only: bool = False
+        self, crawl: str | None = None, *, since: float | None = None, changed_only: bool = False
     ) -> Iterator[StoredRecord]:
-        p = {"crawl": crawl, "since": since, "changed_only": changed_only}
+        p = {"crawl": crawl, "since": since or 0.0, "feed": since is not None,
+             "changed_only": changed_only}  # fmt: skip
         for (
             crawl_,
             id_,

@@ -60,6 +60,16 @@ class SQLEffects(SQLBase):
 
         return self._run(go)
 
+    def last_pass_at(self, crawl: str) -> float | None:
+        """When the crawl's last recrawl began (None: it has had none)."""
+
+        def go() -> float | None:
+            with self._read() as tx:
+                found = first(tx.rows("last_pass_at", {"crawl": crawl}))
+            return None if found is None else float(found)
+
+        return self._run(go)
+
     def effect_stats(self, crawl: str) -> EffectStats:
         def go() -> EffectStats:
             p = {"crawl": crawl}

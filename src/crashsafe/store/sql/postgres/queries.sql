@@ -405,7 +405,7 @@ SELECT crawl, id, source, key, url, version, extract(epoch FROM first_seen)::flo
 FROM records
 WHERE (%(crawl)s::text IS NULL OR crawl = %(crawl)s)
   AND last_changed >= to_timestamp(%(since)s::float8)
-  AND (gone_at IS NULL OR %(since)s::float8 > 0)
+  AND (gone_at IS NULL OR %(feed)s)
   AND (NOT %(changed_only)s OR first_seen < to_timestamp(%(since)s::float8))
 ORDER BY crawl, first_seen, id;
 
@@ -474,6 +474,9 @@ INSERT INTO passes (crawl, pass, started_at, requeued)
 VALUES (%(crawl)s, (SELECT coalesce(max(pass), 1) + 1 FROM passes WHERE crawl = %(crawl)s),
         crashsafe_now(%(now)s), %(requeued)s)
 RETURNING pass;
+
+-- name: last_pass_at
+SELECT extract(epoch FROM max(started_at))::float8 FROM passes WHERE crawl = %(crawl)s;
 
 -- name: effect_counts
 WITH last_pass AS (SELECT max(started_at) AS at FROM passes WHERE crawl = %(crawl)s)

@@ -284,7 +284,7 @@ WHERE state = 'failed' AND (:crawl IS NULL OR crawl = :crawl);
 SELECT crawl, id, source, key, url, version, first_seen, last_changed, data, gone_at
 FROM records
 WHERE (:crawl IS NULL OR crawl = :crawl) AND last_changed >= :since
-  AND (gone_at IS NULL OR :since > 0)
+  AND (gone_at IS NULL OR :feed)
   AND (:changed_only = 0 OR first_seen < :since)
 ORDER BY crawl, first_seen, id;
 
@@ -338,6 +338,9 @@ INSERT INTO passes (crawl, pass, started_at, requeued)
 VALUES (:crawl, (SELECT coalesce(max(pass), 1) + 1 FROM passes WHERE crawl = :crawl), :now,
         :requeued)
 RETURNING pass;
+
+-- name: last_pass_at
+SELECT max(started_at) FROM passes WHERE crawl = :crawl;
 
 -- name: effect_counts
 SELECT
