@@ -157,14 +157,10 @@ class FileStore:
 
 def default_folder(store_url: str) -> Path:
     """``files`` beside an SQLite database; ``./files`` for any other store."""
-    from urllib.parse import urlsplit
+    from crashsafe.store import sqlite_path
 
-    parts = urlsplit(store_url)
-    if parts.scheme == "sqlite" and parts.path not in ("", "/"):
-        return Path(parts.path[1:]).parent / "files"
-    if "://" not in store_url:  # a plain path to an SQLite file
-        return Path(store_url).parent / "files"
-    return Path("files")
+    database = sqlite_path(store_url)
+    return Path("files") if database is None else database.parent / "files"
 
 
 def _fsync_folder(path: Path) -> None:

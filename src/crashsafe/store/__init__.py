@@ -66,6 +66,7 @@ __all__ = [
     "WorkerInfo",
     "masked",
     "open_store",
+    "sqlite_path",
 ]
 
 
@@ -81,6 +82,17 @@ def masked(url: str) -> str:
     user = parts.username or ""
     host = parts.netloc.rpartition("@")[2]
     return parts._replace(netloc=f"{user}:***@{host}").geturl()
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of an SQLite store URL (``sqlite:///x.db`` -> ``x.db``, ``sqlite:////abs/x.db``
+    -> ``/abs/x.db``, or a plain path ending in ``.db``/``.sqlite``); None for any other."""
+    if "://" not in url:
+        return Path(url) if url.endswith((".db", ".sqlite", ".sqlite3")) else None
+    parts = urlsplit(url)
+    if parts.scheme != "sqlite" or parts.path in ("", "/"):
+        return None
+    return Path(parts.path[1:])
 
 
 def open_store(
@@ -105,21 +117,21 @@ def open_store(
     """
     from crashsafe.store.sqlite import SQLiteStore
 
-    if "://" not in url and url.endswith((".db", ".sqlite", ".sqlite3")):
+    path = sqlite_path(url)
+    if "://" not in url and path is not None:
         return SQLiteStore(
-            Path(url), url=f"sqlite:///{url}", create=create, readonly=readonly, clock=clock
+            path, url=f"sqlite:///{url}", create=create, readonly=readonly, clock=clock
         )
     parts = urlsplit(url)
     if parts.scheme == "sqlite":
-        if not parts.path or parts.path == "/":
+        if path is None:
             raise ConfigError(f"{url!r}: give a file, e.g. sqlite:///crawl.db")
-        path = parts.path[1:]  # sqlite:///x.db -> x.db ; sqlite:////abs/x.db -> /abs/x.db
         options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         unknown = set(options) - {"synchronous"}
         if unknown:
             raise ConfigError(f"{url!r}: unknown option(s) {sorted(unknown)}; known: synchronous")
         return SQLiteStore(
-            Path(path),
+            path,
             synchronous=options.get("synchronous", "full").lower(),
             url=url,
             create=create,
