@@ -227,8 +227,11 @@ def _deliver_with_kills(
     targets = sorted(rng.uniform(0.1, 0.9) * events for _ in range(kills))
     for target in targets:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # At its share, and never before it delivered something itself: a kill lands
+        # mid-delivery, not while the process starts.
+        due = max(target, counts["processed"] + 1)
         deadline = time.monotonic() + DELIVER_TIMEOUT
-        while proc.poll() is None and counts["processed"] < target:
+        while proc.poll() is None and counts["processed"] < due:
             if time.monotonic() > deadline:
                 break
             time.sleep(0.005)

@@ -188,7 +188,7 @@ def run_one(
     outcome.requests = stats["requests"]
     outcome.minimum = stats["minimum"]
     outcome.repeated = stats["over_minimum"]
-    if getattr(scraper, "effects", False):  # pictures too: each path once is the minimum
+    if scraper.effects:  # pictures too: each path once is the minimum
         outcome.minimum = stats["distinct_pages"] + stats["errors"]
         outcome.repeated = stats["repeated"]
     return outcome

@@ -24,6 +24,7 @@ Row = tuple[str | None, str | None, str | None]  # sku, name, price
 @dataclass(frozen=True, slots=True)
 class Scraper:
     name: str
+    effects: bool = False  # downloads pictures and writes a WARC archive too (crashsafe's)
 
     @property
     def label(self) -> str:
@@ -73,7 +74,6 @@ class CrashsafeScraper(Scraper):
     backoff_base: float = 0.1
     db: str | None = None
     max_attempts: int = 5
-    effects: bool = False  # download pictures and write a WARC archive too
 
     def db_url(self, workdir: Path) -> str:
         if self.db is None:
