@@ -235,3 +235,30 @@ def test_a_following_dispatcher_stops_when_its_endpoint_is_removed(
         assert run_cli("deliver", "--db", crawled, "--webhook", ep.url).returncode == 0  # again
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1 and "the endpoint was removed" in err
+
+
+def test_ctrl_c_cuts_a_hanging_call_short_and_gives_its_deliveries_back(
+    crawled: str, endpoint: Callable[..., Endpoint]
+) -> None:
+    import json
+    import signal
+    import threading
+
+    released = threading.Event()
+
+    def hang(_id: str, n: int) -> tuple[int, dict[str, str]]:
+        released.wait(120)  # a receiver that never answers (until the test ends)
+        return 200, {}
+
+    ep = endpoint(hang)
+    try:
+        cmd = ["deliver", "--db", crawled, "--webhook", ep.url, "--timeout", "300"]
+        with reaped(start_cli(*cmd)) as proc:
+            wait_for(lambda: len(ep.hits) == 4)  # --concurrency 4: four calls hang
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)  # (not the 300 s of --timeout)
+        assert proc.returncode == 130 and "giving back the deliveries in flight" in err
+    finally:
+        released.set()
+    [row] = json.loads(run_cli("status", "--db", crawled, "--json").stdout)
+    assert row["effects"]["deliveries"] == {"pending": 5}  # none left leased

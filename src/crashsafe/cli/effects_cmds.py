@@ -74,7 +74,8 @@ def recrawl(db_url: str, crawl_name: str | None, older_than: str) -> None:
     finally:
         store.close()
     if started.requeued == 0:
-        click.echo(f"{crawl}: no done page is older than {older_than}; no pass begun.")
+        which = "done page" if age == 0 else f"page done more than {older_than} ago"
+        click.echo(f"{crawl}: no {which} to queue again; no pass begun.")
         return
     click.echo(
         f"{crawl}: pass {started.number} begun, {started.requeued:,} pages queued again; "

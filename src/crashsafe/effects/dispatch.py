@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 
@@ -101,7 +103,10 @@ class Dispatcher:
         self.report = DeliveryReport()
 
     def stop(self) -> None:
-        """Lease nothing more; the requests in flight finish and are stored."""
+        """Lease nothing more; the requests in flight are cut short, and their deliveries
+        given back due at once (the next run sends them: the same id, so a receiver that
+        got one drops it)."""
+        sys.stderr.write("\nStopping: giving back the deliveries in flight...\n")
         self.stopping.set()
         self.report.interrupted = True
 
@@ -118,7 +123,7 @@ class Dispatcher:
                     endpoint.id, self.owner, self.concurrency, self.lease_seconds,
                 )  # fmt: skip
                 if leased:
-                    results = await asyncio.gather(*(self._send(session, d) for d in leased))
+                    results = await self._send_all(session, leased)
                     gone = any(r.status == 410 for r in results)
                     why = f"{masked(self.url)} answered 410 Gone" if gone else None
                     await asyncio.to_thread(
@@ -145,6 +150,32 @@ class Dispatcher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stopping.wait(), wait)
         return self.report
+
+    async def _send_all(
+        self, session: aiohttp.ClientSession, leased: list[Delivery]
+    ) -> list[DeliveryResult]:
+        """Send ``leased`` at once; on :meth:`stop`, cut the requests still waiting for an
+        answer short (a hanging receiver must not hold Ctrl-C for ``timeout``)."""
+        sends = [asyncio.ensure_future(self._send(session, d)) for d in leased]
+        stopped = asyncio.ensure_future(self.stopping.wait())
+        try:
+            pending: set[asyncio.Future[Any]] = set(sends)
+            while pending and not stopped.done():
+                _, pending = await asyncio.wait(
+                    {*pending, stopped}, return_when=asyncio.FIRST_COMPLETED
+                )
+                pending.discard(stopped)
+        finally:
+            stopped.cancel()
+            for send in sends:
+                send.cancel()
+            await asyncio.gather(*sends, return_exceptions=True)
+        return [
+            DeliveryResult(d, "retry", None, "cut short by a stop before an answer", 0.0)
+            if send.cancelled()
+            else send.result()
+            for d, send in zip(leased, sends, strict=True)
+        ]
 
     async def _send(self, session: aiohttp.ClientSession, d: Delivery) -> DeliveryResult:
         try:
