@@ -19,8 +19,7 @@ from crashsafe.store import Store, masked
 from crashsafe.text import printable
 
 if TYPE_CHECKING:
-    from crashsafe.effects.dispatch import DeliveryReport
-    from crashsafe.effects.webhooks import RetrySchedule, Signer
+    from crashsafe.effects.dispatch import DeliveryReport, Dispatcher
 
 SECRET_ENV = "CRASHSAFE_WEBHOOK_SECRET"
 
@@ -161,9 +160,13 @@ def deliver(
     store = open_db(db_url)
     try:
         crawl = one_crawl(store, crawl_name)
-        report = _run(store, crawl, _check_webhook(webhook), signer, schedule, follow,
-                      concurrency=concurrency, timeout=timeout, lease_seconds=lease_seconds,
-                      max_wait=wait)  # fmt: skip
+        from crashsafe.effects.dispatch import Dispatcher
+
+        dispatcher = Dispatcher(
+            store, crawl, _check_webhook(webhook), signer, schedule, concurrency=concurrency,
+            timeout=timeout, lease_seconds=lease_seconds, max_wait=wait,
+        )  # fmt: skip
+        report = _run(dispatcher, follow)
         still = store.find_endpoint(crawl, webhook)  # (None: removed meanwhile)
         left = {} if still is None else store.endpoint_deliveries(still.id)
     finally:
@@ -171,19 +174,8 @@ def deliver(
     _report(report, left)
 
 
-def _run(
-    store: Store,
-    crawl: str,
-    url: str,
-    signer: Signer,
-    schedule: RetrySchedule,
-    follow: bool,
-    **options: float,
-) -> DeliveryReport:
-    from crashsafe.effects.dispatch import Dispatcher
+def _run(dispatcher: Dispatcher, follow: bool) -> DeliveryReport:
     from crashsafe.interrupts import GracefulInterrupts
-
-    dispatcher = Dispatcher(store, crawl, url, signer, schedule, **options)  # type: ignore[arg-type]
 
     async def go() -> DeliveryReport:
         async with GracefulInterrupts(dispatcher.stop, enabled=os.name == "posix"):
