@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
+from crashsafe.cli.effects_cmds import run_line
 from crashsafe.store import (
     DeliveryResult,
     FileRow,
@@ -331,6 +332,6 @@ def test_a_runs_figures_count_what_came_after_its_mark(store: Store) -> None:
     [in_flight] = [x for x in store.lease(C, owner, 10, 60) if x.url == "http://a/3"]
     figures = store.since(C, mark)  # the lease in flight made no request yet
     assert (figures.requests, figures.events) == (1, {"record.created": 1, "record.updated": 1})
-    assert figures.line() == "this run: 1 requests, 1 new records, 1 changed"
+    assert run_line(figures) == "this run: 1 requests, 1 new records, 1 changed"
     store.release(C, [(in_flight, False)])  # given back unfetched: still none
     assert store.since(C, mark).requests == 1

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from crashsafe import aio
+from crashsafe.cli.effects_cmds import run_line
 from crashsafe.cli.options import db_option, fmt_seconds, group_errors, iso_time, open_db
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.errors import ConfigError
@@ -210,7 +211,7 @@ def crawl(
             store_server=None if store_fd is None else socket.socket(fileno=store_fd),
         )
         result = aio.run(crawler.run())
-        this_run = None if before is None else store.since(spider_cls.name, before).line()
+        this_run = None if before is None else run_line(store.since(spider_cls.name, before))
     finally:
         store.close()
     if parent_fd is not None:  # a worker: the command that started it reports
@@ -238,7 +239,7 @@ def run_as_workers(
     serve = store.url.startswith("sqlite:")  # PostgreSQL: each worker connects itself
     codes = run_workers(n, args, store.url, progress=progress, serve_store=serve)
     stats = store.stats(crawl)
-    this_run = None if before is None else store.since(crawl, before).line()
+    this_run = None if before is None else run_line(store.since(crawl, before))
     # A worker exits 130 after a Ctrl-C; a second Ctrl-C may catch it after its own
     # handler is gone, and the signal itself ends it: an interruption too, not a failure.
     interrupted = {130, -signal.SIGINT, -signal.SIGTERM}

@@ -9,7 +9,7 @@ import click
 from crashsafe.cli.options import db_option, iso_time, open_db
 from crashsafe.durations import seconds
 from crashsafe.errors import ConfigError
-from crashsafe.store import EffectStats
+from crashsafe.store import EffectStats, RunFigures
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -24,6 +24,17 @@ def parse_duration(text: str, option: str) -> float:
     if value is None:
         raise ConfigError(f"{option} {text!r}: give a duration like 30s, 15m, 2h or 1d")
     return min(value, CENTURY)  # (PostgreSQL's timestamps end in the year 294276)
+
+
+def run_line(figures: RunFigures) -> str:
+    """``this run: 105 requests, 0 new records, 9 changed, 2 gone``."""
+    events = figures.events
+    gone = events.get("record.gone", 0)
+    return (
+        f"this run: {figures.requests:,} requests, {events.get('record.created', 0):,} new "
+        f"records, {events.get('record.updated', 0):,} changed"
+        + (f", {gone:,} gone" if gone else "")
+    )
 
 
 def effects_table(rows: list[EffectStats]) -> Table:

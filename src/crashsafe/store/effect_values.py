@@ -125,12 +125,3 @@ class RunFigures:
 
     requests: int
     events: dict[str, int]
-
-    def line(self) -> str:
-        gone = self.events.get("record.gone", 0)
-        return (
-            f"this run: {self.requests:,} requests, "
-            f"{self.events.get('record.created', 0):,} new records, "
-            f"{self.events.get('record.updated', 0):,} changed"
-            + (f", {gone:,} gone" if gone else "")
-        )
