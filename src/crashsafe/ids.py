@@ -41,9 +41,13 @@ DOT_SEGMENT = re.compile(r"/\.\.?(?:/|$)")
 def record_id(source: str, key: str) -> str:
     """Return the id of the record with natural ``key`` from ``source``.
 
-    SHA-256 of ``"{source}:{key}"``, first 32 hex characters (128 bits).
+    SHA-256 of ``"{source}:{key}"`` in UTF-8, first 32 hex characters (128 bits). Lone
+    surrogates, which UTF-8 has no bytes for, are encoded as their code points are
+    (``surrogatepass``), so two different keys never share an id: ``"s\\ud800"`` (an s
+    and a lone surrogate) and ``r"s\\ud800"`` (an s, a backslash and five letters) are
+    two records. Every other key hashes as plain UTF-8, as it always did.
     """
-    return hashlib.sha256(f"{source}:{key}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{source}:{key}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def stable_text_id(text: str) -> str:
@@ -53,7 +57,7 @@ def stable_text_id(text: str) -> str:
     the same review pasted with different spacing or case gets the same id.
     """
     normalised = _WHITESPACE.sub(" ", text).strip().lower()
-    return "D" + hashlib.sha256(normalised.encode()).hexdigest()[:16]
+    return "D" + hashlib.sha256(normalised.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def idna_host(host: str) -> str:

@@ -8,13 +8,15 @@ from collections.abc import Callable
 
 import pytest
 
-from crashsafe.cli.effects_cmds import run_line
+from crashsafe.cli.common import run_line
 from crashsafe.store import (
     DeliveryResult,
     FileRow,
+    HighWater,
     NewUrl,
     PageOutcome,
     RecordRow,
+    RunFigures,
     Store,
 )
 from tests.clock import ManualClock
@@ -326,7 +328,7 @@ def test_a_temporary_redirect_keeps_the_records_a_permanent_one_does_not(
 def test_a_runs_figures_count_what_came_after_its_mark(store: Store) -> None:
     store.enqueue(C, [NewUrl("http://a/1"), NewUrl("http://a/2"), NewUrl("http://a/3")])
     crawl_page(store, "http://a/1", [rec("a", "1")])  # before the run
-    mark = store.high_water()
+    mark = store.high_water()  # (no run: every worker's work counts)
     crawl_page(store, "http://a/2", [rec("b", "1"), rec("a", "2")])
     owner = store.register_worker()
     [in_flight] = [x for x in store.lease(C, owner, 10, 60) if x.url == "http://a/3"]
@@ -335,3 +337,25 @@ def test_a_runs_figures_count_what_came_after_its_mark(store: Store) -> None:
     assert run_line(figures) == "this run: 1 requests, 1 new records, 1 changed"
     store.release(C, [(in_flight, False)])  # given back unfetched: still none
     assert store.since(C, mark).requests == 1
+
+
+def test_two_runs_on_one_crawl_each_count_their_own_work(
+    open_stores: Callable[[], Store], clock: ManualClock
+) -> None:
+    # Two crawl commands on one database: "this run" is each one's workers' own work
+    # (#22 item 5: both printed the whole crawl's figures).
+    a, b = open_stores(), open_stores()
+    a.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(3)])
+    marks = {"a": a.high_water("run0000a"), "b": b.high_water("run0000b")}
+    clock.advance(1)
+    owners = {"a": a.register_worker(C, run="run0000a"), "b": b.register_worker(C, run="run0000b")}
+    for name, store, urls in (("a", a, ["http://a/0", "http://a/1"]), ("b", b, ["http://a/2"])):
+        leased = store.lease(C, owners[name], 10, 60)
+        leases = [x for x in leased if x.url in urls]
+        store.release(C, [(x, False) for x in leased if x.url not in urls])
+        outs = [PageOutcome(x, "done", 200, records=[rec(x.url[-1] + name, "1")]) for x in leases]
+        assert store.commit_pages(C, outs) == [None] * len(urls)
+    assert a.since(C, marks["a"]) == RunFigures(2, {"record.created": 2})
+    assert b.since(C, marks["b"]) == RunFigures(1, {"record.created": 1})
+    # a mark without a run counts every worker's work
+    assert a.since(C, HighWater(marks["a"].grants, marks["a"].at)).requests == 3

@@ -15,6 +15,21 @@ def test_record_id_is_sha256_of_source_and_key() -> None:
     assert len(expected) == 32
 
 
+@given(st.text(), st.text())
+def test_two_keys_never_share_an_id(a: str, b: str) -> None:
+    # st.text() yields lone surrogates and NUL too; the id is a function of the key's code
+    # points, so only the same key gives the same id (SHA-256 collisions aside)
+    assert (record_id("s", a) == record_id("s", b)) == (a == b)
+
+
+def test_keys_that_an_escape_would_confuse_have_their_own_ids() -> None:
+    keys = ["s\ud800", "s\\ud800", "a\x00b", "a\\x00b", "\udc80", "\\udc80"]
+    assert len({record_id("shop", k) for k in keys}) == len(keys)
+    # every key UTF-8 can carry keeps the id it always had (NUL and non-ASCII too)
+    for key in ["SKU-1", "a\x00b", "Käse €", "🦀"]:
+        assert record_id("shop", key) == hashlib.sha256(f"shop:{key}".encode()).hexdigest()[:32]
+
+
 def test_stable_text_id_normalises_space_and_case() -> None:
     a = stable_text_id("Great  product,\n would BUY again ")
     assert a == stable_text_id("great product, would buy again")

@@ -35,6 +35,8 @@ from crashsafe.store.base import (
     Store,
     StoredCookies,
     StoredRecord,
+    Waiting,
+    WalState,
     WorkerInfo,
 )
 
@@ -63,6 +65,8 @@ __all__ = [
     "Store",
     "StoredCookies",
     "StoredRecord",
+    "Waiting",
+    "WalState",
     "WorkerInfo",
     "masked",
     "open_store",

@@ -46,6 +46,8 @@ from crashsafe.store.values import (
     RobotsEntry,
     StoredCookies,
     StoredRecord,
+    Waiting,
+    WalState,
     WorkerInfo,
     canonical_json,
     pickled_as_tuple,
@@ -79,6 +81,8 @@ __all__ = [
     "Store",
     "StoredCookies",
     "StoredRecord",
+    "Waiting",
+    "WalState",
     "WorkerInfo",
     "canonical_json",
     "pickled_as_tuple",
@@ -95,10 +99,11 @@ class Store(Protocol):
     def close(self) -> None: ...
 
     # -- workers -------------------------------------------------------------------------
-    def register_worker(self, crawl: str = "", *, pid: int | None = None) -> str:
+    def register_worker(self, crawl: str = "", *, pid: int | None = None, run: str = "") -> str:
         """Take a liveness lock that dies with this process (or its database session);
         return the owner id. ``crawl`` and ``pid`` (the crawl's process, which may not
-        be the store's: default this one) are what :meth:`workers` shows."""
+        be the store's: default this one) are what :meth:`workers` shows; ``run`` (a
+        command's id) leads the owner id, for :meth:`since`."""
         ...
 
     def unregister_worker(self) -> None: ...
@@ -192,7 +197,8 @@ class Store(Protocol):
     def iter_records(
         self, crawl: str | None = None, *, since: float | None = None, changed_only: bool = False
     ) -> Iterator[StoredRecord]:
-        """Live records, in the order they were first seen; with ``since`` a change feed:
+        """Live records, by crawl then id, read a page per short transaction; with
+        ``since`` a change feed:
         the records created, changed or gone at or after ``since`` (gone ones with
         ``gone_at``), and with ``changed_only`` not those first seen since."""
         ...
@@ -211,9 +217,27 @@ class Store(Protocol):
         nothing written, if ``owner`` no longer holds the claim."""
         ...
 
-    def robots_failed(self, crawl: str, origin: str, retry_in: float, *, owner: str) -> bool:
-        """Note that robots.txt could not be read; try again in ``retry_in`` seconds.
-        Fenced by the claim like :meth:`put_robots`."""
+    def robots_failed(
+        self, crawl: str, origin: str, retry_in: float, *, owner: str, why: str = ""
+    ) -> bool:
+        """Note that robots.txt could not be read (``why``: the failure, e.g. "connection
+        refused"); try again in ``retry_in`` seconds. Fenced by the claim like
+        :meth:`put_robots`."""
+        ...
+
+    def tend_wal(self, *, at_least: int | None = None) -> WalState | None:
+        """SQLite: checkpoint the WAL and truncate it, if it holds ``at_least`` bytes,
+        without waiting; say its size and whether a reader's old snapshot held it back.
+        None: nothing to do (PostgreSQL: always)."""
+        ...
+
+    def waiting(self, crawl: str) -> list[Waiting]:
+        """The origins whose robots.txt is failing, and the pending URLs each holds back."""
+        ...
+
+    def fetchable(self, crawl: str) -> bool:
+        """Whether some URL is leased, or pending at an origin whose robots.txt is not
+        failing (False: all that is left waits on unreachable origins)."""
         ...
 
     def release_robots(self, crawl: str, origin: str, owner: str) -> None:
@@ -242,12 +266,14 @@ class Store(Protocol):
 
     def effect_stats(self, crawl: str) -> EffectStats: ...
 
-    def high_water(self) -> HighWater:
-        """Where lease grants and outbox events stand now (cheap)."""
+    def high_water(self, run: str = "") -> HighWater:
+        """Where lease grants stand now, and the time (cheap), for the run ``run``."""
         ...
 
     def since(self, crawl: str, mark: HighWater) -> RunFigures:
-        """The requests made and outbox events written for ``crawl`` after ``mark``."""
+        """What the run of ``mark`` did for ``crawl`` since: the requests its workers
+        made (every worker's, for a mark without a run), and the records the pages they
+        committed created, changed or left gone."""
         ...
 
     def endpoint(self, crawl: str, url: str) -> Endpoint:

@@ -42,6 +42,7 @@ from crashsafe.store.values import (
     Politeness,
     StoredCookies,
     StoredRecord,
+    WalState,
     storable,
 )
 
@@ -198,10 +199,12 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects):
             row = {"status": p.http_status, "error": error, "now": now, "id": fid,
                    "grant": grant}  # fmt: skip
             if p.kind == "done" or p.kind == "skipped":
-                done.append({**row, "links_skipped": p.links_skipped})
+                done.append({**row, "links_skipped": p.links_skipped, "links_cut": p.links_cut})
                 records += [
-                    {"crawl": crawl, "id": r.id, "source": r.source, "key": r.key, "url": r.url,
-                     "hash": r.content_hash, "data": r.data_json, "now": now, "page": fid}
+                    {"crawl": crawl, "id": r.id, "source": r.source, "key": r.key,
+                     "key_json": r.key_json, "is_item": r.is_item, "url": r.url,
+                     "hash": r.content_hash,
+                     "data": r.data_json, "now": now, "page": fid}
                     for r in p.records
                 ]  # fmt: skip
                 files += [
@@ -317,6 +320,10 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects):
 
         return self._run(go)
 
+    def tend_wal(self, *, at_least: int | None = None) -> WalState | None:
+        """SQLite checkpoints and truncates its WAL (``sqlite.py``); nothing to do here."""
+        return None
+
     def _page_fault(self, exc: Exception) -> bool:
         """Whether ``exc`` may be one page's fault (a value the database refuses), so the
         group is worth redoing page by page; a lost connection is not."""
@@ -365,7 +372,7 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects):
                     records=first(tx.rows("count_records", p)),
                     outcomes=dict(tx.rows("count_grants", p)),
                     active=first(tx.rows("count_active_grants", p)),
-                    links_skipped=first(tx.rows("count_links_skipped", p)),
+                    links=tx.rows("count_links_skipped", p)[0],
                 )
 
         return self._run(go)
@@ -384,13 +391,59 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects):
 
         return self._run(go)
 
+    #: Records read per transaction by :meth:`iter_records`.
+    read_page = 1000
+
     def iter_records(
         self, crawl: str | None = None, *, since: float | None = None, changed_only: bool = False
     ) -> Iterator[StoredRecord]:
-        p = {"crawl": crawl, "since": since or 0.0, "feed": since is not None,
-             "changed_only": changed_only}  # fmt: skip
-        for (
-            crawl_,
+        """Records by crawl, then id. Read a page at a time, each page its own short
+        transaction: a reader that waits on its consumer (a pipe nobody reads) holds no
+        snapshot, so SQLite's WAL can still be checkpointed and PostgreSQL can vacuum.
+        Every record that exists from start to end is read once; one written meanwhile
+        may or may not be."""
+        for name in [crawl] if crawl is not None else self.crawls():
+            p = {"crawl": name, "since": since or 0.0, "feed": since is not None,
+                 "changed_only": changed_only, "limit": self.read_page, "after": ""}  # fmt: skip
+            while True:
+
+                def go(params: dict[str, Any] = p) -> list[tuple[Any, ...]]:
+                    with self._read() as tx:
+                        return tx.rows("iter_records", params)
+
+                rows = self._run(go)
+                for row in rows:
+                    yield self._stored_record(*row)
+                if len(rows) < self.read_page:
+                    break
+                p["after"] = rows[-1][1]
+
+    def _stored_record(
+        self,
+        crawl: str,
+        id_: str,
+        source: str,
+        key: str,
+        key_json: str | None,
+        url: str | None,
+        version: int,
+        first_seen: float,
+        last_changed: float,
+        data: str,
+        gone_at: float | None,
+        is_item: bool,
+    ) -> StoredRecord:
+        try:
+            value = json.loads(data)
+            if key_json is not None:
+                key = json.loads(key_json)
+        except ValueError as exc:  # written by something else than crashsafe
+            raise StoreError(
+                f"{masked(self.url)}: record {id_} of crawl {crawl!r} holds data that is not "
+                f"JSON ({exc}); fix or delete that row"
+            ) from exc
+        return StoredRecord(
+            crawl,
             id_,
             source,
             key,
@@ -398,16 +451,7 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects):
             version,
             first_seen,
             last_changed,
-            data,
+            value,
             gone_at,
-        ) in self._stream("iter_records", p):
-            try:
-                value = json.loads(data)
-            except ValueError as exc:  # written by something else than crashsafe
-                raise StoreError(
-                    f"{masked(self.url)}: record {id_} of crawl {crawl_!r} holds data that is not "
-                    f"JSON ({exc}); fix or delete that row"
-                ) from exc
-            yield StoredRecord(
-                crawl_, id_, source, key, url, version, first_seen, last_changed, value, gone_at
-            )
+            bool(is_item),
+        )

@@ -112,16 +112,19 @@ class FailedDelivery:
 
 @dataclass(frozen=True, slots=True)
 class HighWater:
-    """The last lease grant and outbox event ids at one moment: a run's own figures are
-    what came after (``Store.since``)."""
+    """The last lease grant id and the time at one moment, for the run ``run`` (a
+    command's id, which its workers' owner ids start with): a run's own figures are what
+    its workers did after (``Store.since``)."""
 
     grants: int
-    events: int
+    at: float
+    run: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class RunFigures:
-    """What a run did: requests made, and outbox events written by type."""
+    """What a run did: requests made, and records by what became of them
+    (``record.created``, ``record.updated``, ``record.gone``, as the outbox names them)."""
 
     requests: int
     events: dict[str, int]

@@ -16,13 +16,20 @@ import secrets
 import socket
 from pathlib import Path
 
+from crashsafe.errors import StoreError
 from crashsafe.files import open_private, private_folder
 
 
-def new_owner_id() -> str:
-    """An owner id unique across machines, processes and restarts."""
+def new_owner_id(run: str = "") -> str:
+    """An owner id unique across machines, processes and restarts; ``run`` (a command's
+    own id, :func:`new_run_id`) leads it, so that a run's grants can be told apart."""
     host = socket.gethostname().split(".")[0] or "host"
-    return f"{host}-{os.getpid()}-{secrets.token_hex(4)}"
+    return f"{run}.{host}-{os.getpid()}-{secrets.token_hex(4)}".lstrip(".")
+
+
+def new_run_id() -> str:
+    """The id of one command's run (its workers' owner ids start with it)."""
+    return secrets.token_hex(4)
 
 
 class LockDir:
@@ -31,6 +38,12 @@ class LockDir:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self._held: dict[str, int] = {}
+        if folder.exists() and not folder.is_dir():
+            raise StoreError(
+                f"{folder} is a file where crashsafe needs a folder (for the lock files of "
+                "the database's workers): move or delete it (it is not crashsafe's), then "
+                "run the command again"
+            )
 
     def _path(self, owner: str) -> Path:
         # Owner ids are ours, but never let one name a path outside the folder.

@@ -18,7 +18,7 @@ connection (psycopg 3): opening, migrating, transactions, errors, reconnecting.
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -41,6 +41,19 @@ except ImportError:  # pragma: no cover - the optional extra
     psycopg = None  # type: ignore[assignment]
 
 T = TypeVar("T")
+logger = logging.getLogger("crashsafe.store")
+
+
+class _QuietPipelineExit(logging.Filter):
+    """psycopg warns "error ignored terminating <Pipeline>" when a pipeline ends on a
+    connection that broke (a server restart): the error itself is raised as well, and
+    the store reconnects and says so. The warning is the same fact again, as noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("error ignored terminating")
+
+
+logging.getLogger("psycopg").addFilter(_QuietPipelineExit())
 Q = load_queries("postgres")
 MIGRATIONS = load_migrations("postgres")
 RETRIES = 5  # runs of a call that a deadlock or serialisation failure rolled back
@@ -149,6 +162,10 @@ class PostgresStore(SQLStore):
                 self._check_schema()
             else:
                 self._migrate()
+        except psycopg.Error as exc:
+            self._conn.close()
+            why = _why(exc, readonly=readonly)
+            raise StoreError(f"database {masked(self.url)}: {why}") from exc
         except BaseException:
             self._conn.close()
             raise
@@ -265,7 +282,7 @@ class PostgresStore(SQLStore):
             try:
                 if lost_since is not None:
                     self._reconnect()
-                    sys.stderr.write(f"crashsafe: reconnected to {masked(self.url)}\n")
+                    logger.warning("reconnected to %s", masked(self.url))
                     lost_since = self._given_up_at = None
                 return fn()
             except psycopg.Error as exc:
@@ -273,15 +290,16 @@ class PostgresStore(SQLStore):
                     rolled_back += 1  # another worker's transaction won: ours is void
                     continue
                 if lost_since is None and not self._connection_lost():
-                    raise StoreError(f"database {masked(self.url)}: {_why(exc)}") from exc
-                why = _why(exc)
+                    why = _why(exc, readonly=self._readonly)
+                    raise StoreError(f"database {masked(self.url)}: {why}") from exc
+                why = _why(exc, readonly=self._readonly)
             except _Unreachable as exc:  # reconnecting failed: the server is not back yet
                 why = str(exc)
             now = time.monotonic()
             if lost_since is None:
                 lost_since = now
-                sys.stderr.write(
-                    f"crashsafe: lost the connection to {masked(self.url)} ({why}); reconnecting\n"
+                logger.warning(
+                    "lost the connection to %s (%s); reconnecting", masked(self.url), why
                 )
             if now - lost_since >= self._reconnect_for:
                 self._given_up_at = lost_since
@@ -315,16 +333,6 @@ class PostgresStore(SQLStore):
 
     def _now(self) -> float | None:
         return None if self._clock is None else self._clock()
-
-    def _stream(self, name: str, params: Params) -> Iterator[tuple[Any, ...]]:
-        try:
-            with self._conn.transaction():
-                cursor = self._conn.cursor(name="crashsafe_stream")
-                cursor.itersize = 2000
-                cursor.execute(Q[name], params)
-                yield from cursor
-        except psycopg.Error as exc:
-            raise StoreError(f"database {masked(self.url)}: {_why(exc)}") from exc
 
     def close(self) -> None:
         if not self._conn.closed:
@@ -361,8 +369,8 @@ class PostgresStore(SQLStore):
         except psycopg.Error:  # (the connection, say): try again after as many links
             self._links_added = 0
 
-    def register_worker(self, crawl: str = "", *, pid: int | None = None) -> str:
-        owner = super().register_worker(crawl, pid=pid)
+    def register_worker(self, crawl: str = "", *, pid: int | None = None, run: str = "") -> str:
+        owner = super().register_worker(crawl, pid=pid, run=run)
         if not self._readonly and self._analyzed_at == 0:
             self._analyze()
         return owner

@@ -4,7 +4,7 @@ psycopg's errors in words that say what to check."""
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from crashsafe.errors import ConfigError
 from crashsafe.store import masked
@@ -42,7 +42,10 @@ def options_of(url: str) -> tuple[str, str, float]:
     if not seconds >= 0:
         raise ConfigError(f"{masked(url)}: reconnect_seconds={reconnect!r}: give seconds >= 0")
     scheme = "postgresql" if parts.scheme == "postgres" else parts.scheme
-    return parts._replace(scheme=scheme, query=urlencode(rest)).geturl(), schema, seconds
+    # Percent-encoded (quote), never form-encoded: libpq reads a "+" as a "+", so
+    # options=-c%20x=y must not come back as options=-c+x=y.
+    query = urlencode(rest, quote_via=quote)
+    return parts._replace(scheme=scheme, query=query).geturl(), schema, seconds
 
 
 def with_schema(url: str, schema: str) -> str:
@@ -63,8 +66,9 @@ def drop_schema(url: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def why(exc: BaseException) -> str:
-    """psycopg's error in words that say what to check."""
+def why(exc: BaseException, *, readonly: bool = False) -> str:
+    """psycopg's error in words that say what to check (``readonly``: the command opened
+    the database only to read)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     lower = text.lower()
     if "connection refused" in lower or "could not connect" in lower:
@@ -74,5 +78,11 @@ def why(exc: BaseException) -> str:
     if "password authentication failed" in lower or "no password supplied" in lower:
         return f"{text} (check the user and password in --db, or PGPASSWORD)"
     if "read-only transaction" in lower:
-        return f"{text} (this command only reads)"
+        if readonly:
+            return f"{text} (this command only reads)"
+        return (
+            f"{text}: the server takes no writes (a standby replica, a database set "
+            "default_transaction_read_only, or one its disk filled); point --db at the "
+            "primary, or make it writable"
+        )
     return text

@@ -11,7 +11,7 @@ database's own (``_now``); lists bind as the backend binds arrays.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
@@ -109,10 +109,6 @@ class SQLBase:
 
     def _alive(self, tx: Tx, owners: Sequence[str]) -> set[str]:
         """Those of ``owners`` whose liveness lock is held."""
-        raise NotImplementedError
-
-    def _stream(self, name: str, params: Params) -> Iterator[tuple[Any, ...]]:
-        """The rows of a read query, fetched as they are consumed."""
         raise NotImplementedError
 
     def close(self) -> None:

@@ -84,26 +84,32 @@ class SQLEffects(SQLBase):
 
         return self._run(go)
 
-    def high_water(self) -> HighWater:
-        """Where lease grants and outbox events stand now: cheap (two index lookups),
-        for :meth:`since` to count a run's own work at its end."""
+    def high_water(self, run: str = "") -> HighWater:
+        """Where lease grants stand now and the time: cheap (an index lookup), for
+        :meth:`since` to count the run ``run``'s own work at its end."""
 
         def go() -> HighWater:
             with self._read() as tx:
-                grants, events = tx.rows("high_water", {})[0]
-            return HighWater(int(grants), int(events))
+                grants, at = tx.rows("high_water", {"now": self._now()})[0]
+            return HighWater(int(grants), float(at), run)
 
         return self._run(go)
 
     def since(self, crawl: str, mark: HighWater) -> RunFigures:
-        """The requests made and outbox events written for ``crawl`` after ``mark``."""
+        """What the run of ``mark`` did for ``crawl``: the requests its workers made
+        (their grants after the mark), and the records the pages they committed since
+        created, changed or left gone (a range of the records changed since, joined to
+        those pages)."""
 
         def go() -> RunFigures:
-            p = {"crawl": crawl, "grants": mark.grants, "events": mark.events}
+            prefix = f"{mark.run}." if mark.run else ""
+            p = {"crawl": crawl, "grants": mark.grants, "at": mark.at, "prefix": prefix,
+                 "n": len(prefix)}  # fmt: skip
             with self._read() as tx:
                 requests = first(tx.rows("requests_after", p))
-                events = dict(tx.rows("events_after", p))
-            return RunFigures(int(requests), events)
+                [(created, updated, gone)] = tx.rows("records_after", p)
+            kinds = {"record.created": created, "record.updated": updated, "record.gone": gone}
+            return RunFigures(int(requests), {k: int(v) for k, v in kinds.items() if v})
 
         return self._run(go)
 

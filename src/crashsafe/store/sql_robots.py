@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from crashsafe.store.sql_base import SQLBase, Tx, first
-from crashsafe.store.values import RobotsEntry, storable
+from crashsafe.store.values import RobotsEntry, Waiting, storable
 
 HOST_DELAYS_EVERY = 5.0  # seconds between looks for robots.txt Crawl-delays of a crawl
 
@@ -57,9 +57,27 @@ class SQLRobots(SQLBase):
              "owner": owner}  # fmt: skip
         return self._fenced_robots("put_robots", p)
 
-    def robots_failed(self, crawl: str, origin: str, retry_in: float, *, owner: str) -> bool:
-        p = {"retry_in": retry_in, "crawl": crawl, "origin": origin, "owner": owner}
+    def robots_failed(
+        self, crawl: str, origin: str, retry_in: float, *, owner: str, why: str = ""
+    ) -> bool:
+        p = {"retry_in": retry_in, "crawl": crawl, "origin": origin, "owner": owner,
+             "why": storable(why)[:500] or None}  # fmt: skip
         return self._fenced_robots("robots_failed", p)
+
+    def waiting(self, crawl: str) -> list[Waiting]:
+        def go() -> list[Waiting]:
+            with self._read() as tx:
+                rows = tx.rows("list_waiting", {"crawl": crawl})
+            return [Waiting(o, int(n), why or "", since, retry) for o, why, since, retry, n in rows]
+
+        return self._run(go)
+
+    def fetchable(self, crawl: str) -> bool:
+        def go() -> bool:
+            with self._read() as tx:
+                return bool(first(tx.rows("fetchable", {"crawl": crawl})))
+
+        return self._run(go)
 
     def release_robots(self, crawl: str, origin: str, owner: str) -> None:
         self._fenced_robots("release_robots", {"crawl": crawl, "origin": origin, "owner": owner})

@@ -17,10 +17,10 @@ class SQLWorkers(SQLBase):
     leases of dead ones put back."""
 
     # -- workers -------------------------------------------------------------------------
-    def register_worker(self, crawl: str = "", *, pid: int | None = None) -> str:
+    def register_worker(self, crawl: str = "", *, pid: int | None = None, run: str = "") -> str:
         if self._owner is not None:
             return self._owner
-        owner = new_owner_id()
+        owner = new_owner_id(run)
         host = socket.gethostname().split(".")[0] or "host"
 
         def go() -> None:

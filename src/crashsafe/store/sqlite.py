@@ -8,6 +8,7 @@ the connection: opening, migrating (``PRAGMA user_version``), transactions, erro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import operator
 import os
@@ -27,11 +28,15 @@ from crashsafe.store.liveness import LockDir
 from crashsafe.store.queries import load_migrations, load_queries
 from crashsafe.store.sql_base import Claimed, Params, Tx, fenced_by_count, first
 from crashsafe.store.sqlite_errors import why as _why
+from crashsafe.store.values import WalState
 
 T = TypeVar("T")
 Q = load_queries("sqlite")
 MIGRATIONS = load_migrations("sqlite")
 SYNCHRONOUS = {"full", "normal", "off", "extra"}
+BUSY_TIMEOUT_MS = 60_000  # a writer waits this long for another process's write lock
+WAL_TRUNCATE_BYTES = 8 * 2**20  # a WAL this large is checkpointed and truncated by the crawl
+WAL_KEEP_BYTES = 4 * 2**20  # journal_size_limit: what a WAL shrinks back to
 
 
 def _bind(params: Params) -> Params:
@@ -121,9 +126,15 @@ class SQLiteStore(SQLStore):
         self.path = Path(path)
         self._clock = clock or time.time
         self.url = url or f"sqlite:///{self.path}"
+        if self.path.is_dir():
+            raise StoreError(
+                f"{self.path} is a folder, not a database file: give a file in it, e.g. "
+                f"--db sqlite:///{self.path / 'crawl.db'}"
+            )
         if (readonly or not create) and not self.path.exists():
             raise StoreError(f"database {self.path} does not exist: check --db")
         self._locks = LockDir(self.path.with_name(self.path.name + "-workers"))
+        self._readonly = readonly
         if readonly:
             self._db = self._open_readonly()
             return
@@ -136,9 +147,15 @@ class SQLiteStore(SQLStore):
         create_private(self.path)  # 0600; SQLite gives its -wal and -shm files the same mode
         try:
             self._db = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=60
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=BUSY_TIMEOUT_MS / 1000,
             )
             self._db.execute("PRAGMA journal_mode=WAL")
+            # A WAL that grew (a reader held an old snapshot) shrinks back to this once
+            # a checkpoint gets through.
+            self._db.execute(f"PRAGMA journal_size_limit = {WAL_KEEP_BYTES}")
             self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
@@ -244,17 +261,38 @@ class SQLiteStore(SQLStore):
     def _now(self) -> float:
         return self._clock()
 
-    def _stream(self, name: str, params: Params) -> Iterator[tuple[Any, ...]]:
-        cursor = self._run(lambda: self._db.execute(Q[name], _bind(params)))
-        try:
-            while rows := self._run(lambda: cursor.fetchmany(1000)):
-                yield from rows
-        finally:
-            cursor.close()  # now, not when collected (the store may be closed by then)
-
     def close(self) -> None:
         self.unregister_worker()
+        if not self._readonly:
+            with contextlib.suppress(sqlite3.Error):
+                self.tend_wal(at_least=0)  # the WAL a crawl leaves is empty, if it can be
         self._db.close()
+
+    def tend_wal(self, *, at_least: int | None = None) -> WalState | None:
+        """Checkpoint the WAL into the database and truncate it, once it holds
+        ``at_least`` bytes, without waiting for anyone: SQLite's own checkpoints cannot
+        reset a WAL while a reader holds an old snapshot, and it then grows for as long
+        as the reader stays (an export whose output nobody reads did, before exports read
+        in short transactions). Returns the WAL's size and whether a reader held it back
+        (None: nothing to do). ``at_least`` defaults to ``WAL_TRUNCATE_BYTES``."""
+        if at_least is None:
+            at_least = WAL_TRUNCATE_BYTES
+        wal = self.path.with_name(self.path.name + "-wal")
+        try:
+            size = wal.stat().st_size
+        except FileNotFoundError:
+            return None
+        if size < at_least or size == 0:
+            return None
+        self._db.execute("PRAGMA busy_timeout = 0")  # never wait: another look later
+        try:
+            busy, frames, copied = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.OperationalError:  # locked by a writer of another process
+            return WalState(size, held=False)
+        finally:
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        # Busy with frames left behind: a reader's snapshot still needs them.
+        return WalState(size, held=bool(busy) and 0 <= copied < frames)
 
     # -- claims ----------------------------------------------------------------------------
     def _claim_due(self, tx: Tx, p: Params) -> list[Claimed]:

@@ -49,11 +49,43 @@ def canonical_json(data: Any) -> str:
     )
 
 
+def exact_json(data: Any, *, sort_keys: bool = True) -> str:
+    """``data`` as JSON that every backend stores and gives back exactly: UTF-8 where it
+    can be (the common case), else ASCII with ``\\uXXXX`` escapes, which carry what UTF-8
+    cannot (lone surrogates); NUL is always the escape ``\\u0000``. Raises ``ValueError``
+    for NaN and the infinities, ``TypeError`` for what JSON cannot carry."""
+    text = json.dumps(
+        data, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            return json.dumps(data, sort_keys=sort_keys, separators=(",", ":"), allow_nan=False)
+    return text
+
+
+def exact_text(text: str) -> bool:
+    """Whether a text column of every backend holds ``text`` as it is: no NUL
+    (PostgreSQL's text cannot), no lone surrogate (UTF-8 cannot)."""
+    if "\x00" in text:
+        return False
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def storable(text: str) -> str:
-    """``text`` as every backend can carry it: lone surrogates (from bytes decoded with
+    """``text`` as every backend can carry it, for text shown to people (errors, URLs,
+    the readable ``key`` column): lone surrogates (from bytes decoded with
     ``surrogateescape``, or made up by code) become the escape ``\\udc80`` (UTF-8 cannot
     carry them), NUL becomes ``\\x00`` (PostgreSQL text and JSONB cannot), so that one
-    odd string can never break the transaction it is written in."""
+    odd string can never break the transaction it is written in. Not one to one: where
+    the text itself matters (a record's key and data), :func:`exact_json` keeps it."""
     if "\x00" in text:
         text = text.replace("\x00", "\\x00")
     try:
@@ -116,7 +148,18 @@ class Lease:
 @pickled_as_tuple
 @dataclass(frozen=True, slots=True)
 class RecordRow:
-    """A record ready to be stored: id computed, data serialised and hashed."""
+    """A record ready to be stored: id computed, data serialised and hashed.
+
+    ``is_item``: yielded as a plain item (a dict, a dataclass...), whose fields are the
+    whole of it, rather than as a ``Record``, whose key stands beside its data.
+
+    ``key`` is the natural key as the ``key`` column shows it; when that column cannot
+    hold it exactly (NUL, lone surrogates), ``key`` is its readable escape and
+    ``key_json`` the key as a JSON string (ASCII), from which it is read back exactly.
+    ``data_json`` is :func:`exact_json` of the data with its fields in the order the
+    spider gave them, which reads back exactly; ``content_hash`` is the SHA-256 of its
+    canonical form (fields sorted), so the same fields in another order are no change.
+    """
 
     id: str
     source: str
@@ -124,26 +167,26 @@ class RecordRow:
     url: str | None
     data_json: str
     content_hash: str
+    key_json: str | None = None
+    is_item: bool = False
 
     @classmethod
-    def build(cls, *, id: str, source: str, key: str, url: str | None, data: Any) -> RecordRow:
+    def build(
+        cls, *, id: str, source: str, key: str, url: str | None, data: Any, is_item: bool = False
+    ) -> RecordRow:
         """Serialise and hash ``data``; raises ``ValueError``/``TypeError`` for what JSON
         cannot carry (NaN, infinities, objects)."""
-        text = canonical_json(data)
-        # The common case costs one encode and two searches; odd text (lone surrogates,
-        # which UTF-8 cannot carry, or NUL, which PostgreSQL cannot) is stored escaped.
-        try:
-            encoded = text.encode()
-            keys = key + (url or "")
-            odd = "\\u0000" in text or "\x00" in keys or not (keys.isascii() or keys.encode())
-        except UnicodeEncodeError:
-            odd = True
-        if odd:
-            text = canonical_json(storable_data(data))
-            encoded = text.encode()
-            key, url = storable(key), None if url is None else storable(url)
-        digest = hashlib.sha256(encoded).hexdigest()
-        return cls(id=id, source=source, key=key, url=url, data_json=text, content_hash=digest)
+        canonical = exact_json(data)
+        digest = hashlib.sha256(canonical.encode()).hexdigest()
+        text = exact_json(data, sort_keys=False) if isinstance(data, dict) else canonical
+        key_json = None
+        if not exact_text(key):
+            key_json, key = json.dumps(key), storable(key)
+        if url is not None and not exact_text(url):
+            url = storable(url)
+        if not exact_text(source):
+            source = storable(source)
+        return cls(id, source, key, url, text, digest, key_json, is_item)
 
 
 @pickled_as_tuple
@@ -156,7 +199,8 @@ class PageOutcome:
     ``skipped`` (done without a fetch, e.g. robots.txt disallows it) or ``deferred``
     (pending again after ``retry_in`` without a fetch and without counting an attempt: its
     robots.txt is unreachable for now; the origin's other pending URLs are held back as
-    long). ``links_skipped`` counts the malformed or unsupported links the page held;
+    long). ``links_skipped`` counts the malformed or unsupported links the page held,
+    ``links_cut`` those beyond ``max_links_per_page`` (not followed);
     ``files`` are the downloads its records refer to (already stored on disk).
     """
 
@@ -170,6 +214,7 @@ class PageOutcome:
     links_skipped: int = 0
     cookies: Sequence[CookieRow] = ()
     files: Sequence[FileRow] = ()
+    links_cut: int = 0
 
 
 @pickled_as_tuple
@@ -210,6 +255,7 @@ class StoredRecord:
     last_changed: float
     data: Any
     gone_at: float | None = None  # when its page stopped yielding it (then last_changed too)
+    is_item: bool = False  # yielded as a plain item (its fields are the whole of it), not a Record
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +276,7 @@ class CrawlStats:
 
     ``stale`` counts page commits refused because their lease had been granted again
     (each one a repeated request); ``links_skipped`` the malformed or unsupported links
-    pages held.
+    pages held, ``links_cut`` the links beyond ``max_links_per_page`` (not followed).
     """
 
     crawl: str
@@ -245,6 +291,7 @@ class CrawlStats:
     repeated: int = 0
     stale: int = 0
     links_skipped: int = 0
+    links_cut: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -273,6 +320,29 @@ class RobotsEntry:
     failures: int
     retry_in: float | None
     claimed_for: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """An origin whose robots.txt is failing, and what waits for it: ``pages`` pending
+    URLs held back, ``why`` (the last failure), ``since`` and ``next_try`` (epoch
+    seconds, the database's clock)."""
+
+    origin: str
+    pages: int
+    why: str
+    since: float
+    next_try: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class WalState:
+    """An SQLite WAL the store tried to checkpoint: ``size`` in bytes before, and whether
+    a reader's old snapshot held the checkpoint back (then the WAL keeps growing until
+    that reader ends its transaction)."""
+
+    size: int
+    held: bool
 
 
 @dataclass(frozen=True, slots=True)

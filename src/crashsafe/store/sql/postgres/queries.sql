@@ -176,15 +176,18 @@ WHERE id = ANY(%(grant)s::bigint[]) AND outcome IS NULL;
 WITH this_pass AS (
     SELECT coalesce(max(pass), 1) AS n FROM passes WHERE crawl = (%(crawl)s::text[])[1]
 )
-INSERT INTO records (crawl, id, source, key, url, content_hash, data,
+INSERT INTO records (crawl, id, source, key, key_json, is_item, url, content_hash, data,
                      first_seen, last_changed, version, page, seen_pass)
-SELECT crawl, id, source, key, url, hash, data::jsonb, crashsafe_now(now),
+SELECT crawl, id, source, key, key_json, is_item, url, hash, data::json, crashsafe_now(now),
        crashsafe_now(now), 1, page, (SELECT n FROM this_pass)
 FROM unnest(%(crawl)s::text[], %(id)s::text[], %(source)s::text[], %(key)s::text[],
-            %(url)s::text[], %(hash)s::text[], %(data)s::text[], %(now)s::float8[],
-            %(page)s::bigint[])
-     AS u(crawl, id, source, key, url, hash, data, now, page)
+            %(key_json)s::text[], %(is_item)s::boolean[], %(url)s::text[], %(hash)s::text[],
+            %(data)s::text[], %(now)s::float8[], %(page)s::bigint[])
+     AS u(crawl, id, source, key, key_json, is_item, url, hash, data, now, page)
 ON CONFLICT (crawl, id) DO UPDATE SET
+    key = excluded.key,
+    key_json = excluded.key_json,
+    is_item = excluded.is_item,
     url = excluded.url,
     content_hash = excluded.content_hash,
     data = excluded.data,
@@ -197,7 +200,8 @@ ON CONFLICT (crawl, id) DO UPDATE SET
     page = excluded.page,
     seen_pass = excluded.seen_pass
 WHERE records.content_hash <> excluded.content_hash OR records.gone_at IS NOT NULL
-   OR records.page IS DISTINCT FROM excluded.page OR records.seen_pass <> excluded.seen_pass;
+   OR records.page IS DISTINCT FROM excluded.page OR records.seen_pass <> excluded.seen_pass
+   OR records.key_json IS DISTINCT FROM excluded.key_json OR records.is_item <> excluded.is_item;
 
 -- name: mark_gone
 -- When no URL is pending or leased (and a recrawl happened at all): the live records whose
@@ -221,11 +225,11 @@ WHERE r.crawl = %(crawl)s AND r.gone_at IS NULL
 UPDATE frontier f
 SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = f.attempts + 1, http_status = u.status, last_error = u.error,
-    done_at = crashsafe_now(u.now), links_skipped = u.links_skipped,
+    done_at = crashsafe_now(u.now), links_skipped = u.links_skipped, links_cut = u.links_cut,
     done_pass = (SELECT coalesce(max(pass), 1) FROM passes p WHERE p.crawl = f.crawl)
 FROM unnest(%(status)s::int[], %(error)s::text[], %(now)s::float8[], %(id)s::bigint[],
-            %(grant)s::bigint[], %(links_skipped)s::int[])
-     AS u(status, error, now, id, g, links_skipped)
+            %(grant)s::bigint[], %(links_skipped)s::int[], %(links_cut)s::int[])
+     AS u(status, error, now, id, g, links_skipped, links_cut)
 WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g AND f.state = 'leased';
 
 -- name: mark_retry
@@ -365,11 +369,36 @@ SELECT
                         WHERE crawl = %(crawl)s AND next_at > crashsafe_now(%(now)s))
                        - crashsafe_now(%(now)s))::float8;
 
+-- name: list_waiting
+-- The origins whose robots.txt is failing, with why, since when, the next try and the
+-- pending URLs they hold back.
+SELECT r.origin, r.failing_why, extract(epoch FROM r.failing_since)::float8,
+       extract(epoch FROM r.retry_at)::float8,
+       (SELECT count(*) FROM frontier f
+        WHERE f.crawl = r.crawl AND f.state = 'pending' AND f.origin = r.origin)
+FROM robots r
+WHERE r.crawl = %(crawl)s AND r.failing_since IS NOT NULL
+ORDER BY r.origin;
+
+-- name: fetchable
+-- Whether a URL is leased, or pending at an origin whose robots.txt is not failing: if
+-- not, all that is left waits on unreachable origins. (Stops at the first such URL; only
+-- asked while a worker has nothing to do.)
+SELECT EXISTS (SELECT 1 FROM frontier WHERE crawl = %(crawl)s AND state = 'leased')
+    OR EXISTS (
+        SELECT 1 FROM frontier f
+        WHERE f.crawl = %(crawl)s AND f.state = 'pending'
+          AND NOT EXISTS (
+              SELECT 1 FROM robots r
+              WHERE r.crawl = f.crawl AND r.origin = f.origin
+                AND r.failing_since IS NOT NULL));
+
 -- name: count_states
 SELECT state, count(*) FROM frontier WHERE crawl = %(crawl)s GROUP BY state;
 
 -- name: count_links_skipped
-SELECT coalesce(sum(links_skipped), 0)::bigint FROM frontier WHERE crawl = %(crawl)s;
+SELECT coalesce(sum(links_skipped), 0)::bigint, coalesce(sum(links_cut), 0)::bigint
+FROM frontier WHERE crawl = %(crawl)s;
 
 -- name: count_records
 SELECT count(*) FROM records WHERE crawl = %(crawl)s AND gone_at IS NULL;
@@ -397,17 +426,19 @@ SET state = 'pending', attempts = 0, next_attempt_at = 'epoch', done_at = NULL
 WHERE state = 'failed' AND (%(crawl)s::text IS NULL OR crawl = %(crawl)s);
 
 -- name: iter_records
--- Live records; with a time (a change feed): those changed since, gone ones too, and with
--- changed_only not those first seen since.
-SELECT crawl, id, source, key, url, version, extract(epoch FROM first_seen)::float8,
-       extract(epoch FROM last_changed)::float8, data::text,
-       extract(epoch FROM gone_at)::float8
+-- One page of a crawl's live records, in id order after %(after)s (keyset: every page is
+-- a short read that holds back no vacuum); with a time (a change feed): those changed
+-- since, gone ones too, and with changed_only not those first seen since.
+SELECT crawl, id, source, key, key_json, url, version,
+       extract(epoch FROM first_seen)::float8, extract(epoch FROM last_changed)::float8,
+       data::text, extract(epoch FROM gone_at)::float8, is_item
 FROM records
-WHERE (%(crawl)s::text IS NULL OR crawl = %(crawl)s)
+WHERE crawl = %(crawl)s AND id > %(after)s
   AND last_changed >= to_timestamp(%(since)s::float8)
   AND (gone_at IS NULL OR %(feed)s)
   AND (NOT %(changed_only)s OR first_seen < to_timestamp(%(since)s::float8))
-ORDER BY crawl, first_seen, id;
+ORDER BY id
+LIMIT %(limit)s;
 
 -- name: get_robots
 SELECT body,
@@ -444,14 +475,14 @@ WHERE crawl = %(crawl)s AND origin = %(origin)s AND claim_owner = %(dead)s;
 UPDATE robots
 SET body = %(body)s,
     fetched_at = crashsafe_now(%(now)s) - make_interval(secs => %(age)s::float8),
-    failing_since = NULL, failures = 0, retry_at = NULL, claim_owner = NULL,
-    claim_until = NULL
+    failing_since = NULL, failures = 0, failing_why = NULL, retry_at = NULL,
+    claim_owner = NULL, claim_until = NULL
 WHERE crawl = %(crawl)s AND origin = %(origin)s AND claim_owner = %(owner)s;
 
 -- name: robots_failed
 UPDATE robots
 SET failing_since = coalesce(failing_since, crashsafe_now(%(now)s)),
-    failures = failures + 1,
+    failures = failures + 1, failing_why = %(why)s,
     retry_at = crashsafe_now(%(now)s) + make_interval(secs => %(retry_in)s::float8),
     claim_owner = NULL, claim_until = NULL
 WHERE crawl = %(crawl)s AND origin = %(origin)s AND claim_owner = %(owner)s;
@@ -498,19 +529,30 @@ SELECT d.state, count(*) FROM deliveries d JOIN endpoints e ON e.id = d.endpoint
 WHERE e.crawl = %(crawl)s GROUP BY d.state;
 
 -- name: high_water
--- The last lease grant and outbox event so far (identities: they only grow).
-SELECT (SELECT coalesce(max(id), 0) FROM lease_grants), (SELECT coalesce(max(id), 0) FROM outbox);
+-- The last lease grant so far (identities only grow), and the time.
+SELECT (SELECT coalesce(max(id), 0) FROM lease_grants),
+       extract(epoch FROM crashsafe_now(%(now)s))::float8;
 
 -- name: requests_after
--- Grants after a high-water mark that made a request (stats.py's rule).
+-- A run's grants after its high-water mark (owner ids start with the run's id) that
+-- made a request (stats.py's rule).
 SELECT count(*) FROM lease_grants g
-WHERE g.id > %(grants)s AND g.crawl = %(crawl)s
+WHERE g.id > %(grants)s AND g.crawl = %(crawl)s AND starts_with(g.owner, %(prefix)s)
   AND coalesce(g.outcome, '') NOT IN ('released', 'skipped', 'deferred')
   AND NOT (g.outcome IS NULL
            AND EXISTS (SELECT 1 FROM frontier f WHERE f.id = g.frontier_id AND f.grant_id = g.id));
 
--- name: events_after
-SELECT type, count(*) FROM outbox WHERE id > %(events)s AND crawl = %(crawl)s GROUP BY type;
+-- name: records_after
+-- The records that changed since the mark (created, updated, gone) whose page was done
+-- by one of the run's grants after it: what this run's own commits did.
+SELECT count(*) FILTER (WHERE r.gone_at IS NULL AND r.version = 1),
+       count(*) FILTER (WHERE r.gone_at IS NULL AND r.version > 1),
+       count(*) FILTER (WHERE r.gone_at IS NOT NULL)
+FROM records r
+WHERE r.crawl = %(crawl)s AND r.last_changed >= to_timestamp(%(at)s)
+  AND r.page IN (SELECT frontier_id FROM lease_grants
+                 WHERE id > %(grants)s AND crawl = %(crawl)s AND outcome = 'done'
+                   AND starts_with(owner, %(prefix)s));
 
 -- name: put_file
 -- many

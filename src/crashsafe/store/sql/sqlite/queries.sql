@@ -113,11 +113,14 @@ UPDATE lease_grants SET outcome = 'stale' WHERE id = :grant AND outcome IS NULL;
 -- A changed record, or a gone one yielded again, is a new version (its outbox event is
 -- written by a trigger); a record notes the page and the pass that yielded it last. An
 -- unchanged record yielded again in the same pass by the same page writes nothing.
-INSERT INTO records (crawl, id, source, key, url, content_hash, data,
+INSERT INTO records (crawl, id, source, key, key_json, is_item, url, content_hash, data,
                      first_seen, last_changed, version, page, seen_pass)
-VALUES (:crawl, :id, :source, :key, :url, :hash, :data, :now, :now, 1, :page,
-        (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = :crawl))
+VALUES (:crawl, :id, :source, :key, :key_json, :is_item, :url, :hash, :data, :now, :now, 1,
+        :page, (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = :crawl))
 ON CONFLICT (crawl, id) DO UPDATE SET
+    key = excluded.key,
+    key_json = excluded.key_json,
+    is_item = excluded.is_item,
     url = excluded.url,
     content_hash = excluded.content_hash,
     data = excluded.data,
@@ -130,7 +133,8 @@ ON CONFLICT (crawl, id) DO UPDATE SET
     page = excluded.page,
     seen_pass = excluded.seen_pass
 WHERE records.content_hash <> excluded.content_hash OR records.gone_at IS NOT NULL
-   OR records.page IS NOT excluded.page OR records.seen_pass <> excluded.seen_pass;
+   OR records.page IS NOT excluded.page OR records.seen_pass <> excluded.seen_pass
+   OR records.key_json IS NOT excluded.key_json OR records.is_item <> excluded.is_item;
 
 -- name: mark_gone
 -- When no URL is pending or leased (and a recrawl happened at all): the live records whose
@@ -153,7 +157,7 @@ WHERE crawl = :crawl AND gone_at IS NULL
 UPDATE frontier
 SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = attempts + 1, http_status = :status, last_error = :error, done_at = :now,
-    links_skipped = :links_skipped,
+    links_skipped = :links_skipped, links_cut = :links_cut,
     done_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = frontier.crawl)
 WHERE id = :id AND grant_id = :grant AND state = 'leased';
 
@@ -249,11 +253,36 @@ SELECT
         - :now,
     (SELECT min(next_at) FROM hosts WHERE crawl = :crawl AND next_at > :now) - :now;
 
+-- name: list_waiting
+-- The origins whose robots.txt is failing, with why, since when, the next try and the
+-- pending URLs they hold back (a range of the (crawl, url) index per origin).
+SELECT r.origin, r.failing_why, r.failing_since, r.retry_at,
+       (SELECT count(*) FROM frontier f
+        WHERE f.crawl = r.crawl AND f.state = 'pending'
+          AND f.url >= r.origin || '/' AND f.url < r.origin || '0')
+FROM robots r
+WHERE r.crawl = :crawl AND r.failing_since IS NOT NULL
+ORDER BY r.origin;
+
+-- name: fetchable
+-- Whether a URL is leased, or pending at an origin whose robots.txt is not failing: if
+-- not, all that is left waits on unreachable origins. (Stops at the first such URL; only
+-- asked while a worker has nothing to do.)
+SELECT EXISTS (SELECT 1 FROM frontier WHERE crawl = :crawl AND state = 'leased')
+    OR EXISTS (
+        SELECT 1 FROM frontier f
+        WHERE f.crawl = :crawl AND f.state = 'pending'
+          AND NOT EXISTS (
+              SELECT 1 FROM robots r
+              WHERE r.crawl = f.crawl AND r.failing_since IS NOT NULL
+                AND f.url >= r.origin || '/' AND f.url < r.origin || '0'));
+
 -- name: count_states
 SELECT state, count(*) FROM frontier WHERE crawl = :crawl GROUP BY state;
 
 -- name: count_links_skipped
-SELECT coalesce(sum(links_skipped), 0) FROM frontier WHERE crawl = :crawl;
+SELECT coalesce(sum(links_skipped), 0), coalesce(sum(links_cut), 0)
+FROM frontier WHERE crawl = :crawl;
 
 -- name: count_records
 SELECT count(*) FROM records WHERE crawl = :crawl AND gone_at IS NULL;
@@ -279,14 +308,17 @@ SET state = 'pending', attempts = 0, next_attempt_at = 0, done_at = NULL
 WHERE state = 'failed' AND (:crawl IS NULL OR crawl = :crawl);
 
 -- name: iter_records
--- Live records; with a time (a change feed): those changed since, gone ones too, and with
--- changed_only not those first seen since.
-SELECT crawl, id, source, key, url, version, first_seen, last_changed, data, gone_at
+-- One page of a crawl's live records, in id order after :after (keyset: every page is a
+-- short read, so a slow reader never pins the WAL); with a time (a change feed): those
+-- changed since, gone ones too, and with changed_only not those first seen since.
+SELECT crawl, id, source, key, key_json, url, version, first_seen, last_changed, data,
+       gone_at, is_item
 FROM records
-WHERE (:crawl IS NULL OR crawl = :crawl) AND last_changed >= :since
+WHERE crawl = :crawl AND id > :after AND last_changed >= :since
   AND (gone_at IS NULL OR :feed)
   AND (:changed_only = 0 OR first_seen < :since)
-ORDER BY crawl, first_seen, id;
+ORDER BY id
+LIMIT :limit;
 
 -- name: get_robots
 SELECT body, :now - fetched_at, :now - failing_since, failures, retry_at - :now,
@@ -312,13 +344,13 @@ WHERE crawl = :crawl AND origin = :origin AND claim_owner = :dead;
 -- Fenced like a lease: only the holder of the claim writes what it read.
 UPDATE robots
 SET body = :body, fetched_at = :now - :age, failing_since = NULL, failures = 0,
-    retry_at = NULL, claim_owner = NULL, claim_until = NULL
+    failing_why = NULL, retry_at = NULL, claim_owner = NULL, claim_until = NULL
 WHERE crawl = :crawl AND origin = :origin AND claim_owner = :owner;
 
 -- name: robots_failed
 UPDATE robots
 SET failing_since = coalesce(failing_since, :now), failures = failures + 1,
-    retry_at = :now + :retry_in, claim_owner = NULL, claim_until = NULL
+    failing_why = :why, retry_at = :now + :retry_in, claim_owner = NULL, claim_until = NULL
 WHERE crawl = :crawl AND origin = :origin AND claim_owner = :owner;
 
 -- name: release_robots
@@ -363,20 +395,30 @@ SELECT d.state, count(*) FROM deliveries d JOIN endpoints e ON e.id = d.endpoint
 WHERE e.crawl = :crawl GROUP BY d.state;
 
 -- name: high_water
--- The last lease grant and outbox event so far (their ids only grow).
-SELECT (SELECT coalesce(max(id), 0) FROM lease_grants), (SELECT coalesce(max(id), 0) FROM outbox);
+-- The last lease grant so far (ids only grow), and the time.
+SELECT (SELECT coalesce(max(id), 0) FROM lease_grants), :now;
 
 -- name: requests_after
--- Grants after a high-water mark that made a request (stats.py's rule: not given back
--- unfetched, and not still in flight).
+-- A run's grants after its high-water mark (owner ids start with the run's id; :n 0:
+-- every worker's) that made a request (stats.py's rule: not given back unfetched, and
+-- not still in flight).
 SELECT count(*) FROM lease_grants g
-WHERE g.id > :grants AND g.crawl = :crawl
+WHERE g.id > :grants AND g.crawl = :crawl AND substr(g.owner, 1, :n) = :prefix
   AND coalesce(g.outcome, '') NOT IN ('released', 'skipped', 'deferred')
   AND NOT (g.outcome IS NULL
            AND EXISTS (SELECT 1 FROM frontier f WHERE f.id = g.frontier_id AND f.grant_id = g.id));
 
--- name: events_after
-SELECT type, count(*) FROM outbox WHERE id > :events AND crawl = :crawl GROUP BY type;
+-- name: records_after
+-- The records that changed since :at (created, updated, gone) whose page was done by one
+-- of the run's grants after its mark: what this run's own commits did.
+SELECT coalesce(sum(r.gone_at IS NULL AND r.version = 1), 0),
+       coalesce(sum(r.gone_at IS NULL AND r.version > 1), 0),
+       coalesce(sum(r.gone_at IS NOT NULL), 0)
+FROM records r
+WHERE r.crawl = :crawl AND r.last_changed >= :at
+  AND r.page IN (SELECT frontier_id FROM lease_grants
+                 WHERE id > :grants AND crawl = :crawl AND outcome = 'done'
+                   AND substr(owner, 1, :n) = :prefix);
 
 -- name: put_file
 INSERT INTO files (crawl, sha256, size, content_type, url, stored_at)
