@@ -45,13 +45,15 @@ def test_the_cache_is_bounded_and_stays_right(monkeypatch: pytest.MonkeyPatch) -
         assert len(links._canonical) <= 10
 
 
-def test_links_beyond_the_cap_are_skipped_and_counted() -> None:
+def test_links_beyond_the_cap_are_cut_and_counted_apart_from_malformed_ones() -> None:
     from crashsafe.crawl.extract import to_rows
     from crashsafe.crawl.spider import Page
 
     page = Page(url="http://a.example/", status=200, headers={}, body=b"")
     f = LinkFilter(CrawlSettings(), ["http://a.example/"])
     hrefs = [f"/p/{n}" for n in range(25)]
-    rows = to_rows(hrefs, page=page, source="s", links=f, max_links=10)
+    rows = to_rows(["http://[::1", *hrefs], page=page, source="s", links=f, max_links=11)
     assert [u.url for u in rows.links] == [f"http://a.example/p/{n}" for n in range(10)]
-    assert rows.links_skipped == 15 and "max_links_per_page" in rows.skipped[0]
+    # (#22 item 6: a page cut by max_links_per_page reported its links as malformed)
+    assert (rows.links_skipped, rows.links_cut) == (1, 15)
+    assert len(rows.skipped) == 1 and "[::1" in rows.skipped[0]

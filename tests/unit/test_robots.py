@@ -25,7 +25,7 @@ def memory_store() -> RobotsStore:
         rows[origin] = RobotsEntry(body, age, None, 0, None, None)
         return True
 
-    async def failed(origin: str, retry_in: float) -> bool:
+    async def failed(origin: str, retry_in: float, why: str) -> bool:
         old = rows.get(origin)
         n = old.failures + 1 if old else 1
         rows[origin] = RobotsEntry(None, None, 0.0, n, retry_in, None)

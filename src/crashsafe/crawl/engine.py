@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import os
 import socket
 import sys
@@ -36,6 +37,7 @@ from crashsafe.store import (
     PageOutcome,
     Politeness,
     Store,
+    Waiting,
 )
 from crashsafe.store.process import store_runner
 
@@ -49,18 +51,24 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 P = ParamSpec("P")
+logger = logging.getLogger("crashsafe.crawl")
 IDLE_POLL = 0.5  # seconds between looks at the frontier when nothing is due
 RECLAIM_EVERY = 2.0  # seconds between checks for dead workers while waiting
+STALL_CHECK_EVERY = 2.0  # seconds between looks at whether all that is left waits
 MAX_FAILED_COMMITS = 3  # commits failing in a row before the crawl stops with the error
 
 
 @dataclass(frozen=True, slots=True)
 class CrawlResult:
-    """How a run ended. ``stats`` are computed from the store's rows."""
+    """How a run ended. ``stats`` are computed from the store's rows. ``gave_up`` names
+    the origins the run stopped waiting for (every page left waited on their robots.txt
+    for ``unreachable_timeout``); their pages are still pending."""
 
     interrupted: bool
     elapsed: float
     stats: CrawlStats
+    gave_up: tuple[Waiting, ...] = ()
+    waited: float = 0.0  # seconds it waited on them before it stopped
 
 
 @dataclass(slots=True)
@@ -87,6 +95,8 @@ class Crawler:
             crawl --workers``) to send the store calls to instead.
         resolver: the DNS resolver under the address guard (default: the system's);
             tests map names to addresses with it.
+        run: the id of the command's run (its workers' owner ids start with it, so
+            ``Store.since`` counts this run's work apart from other commands').
     """
 
     def __init__(
@@ -101,6 +111,7 @@ class Crawler:
         store_process: bool | None = None,
         store_server: socket.socket | None = None,
         resolver: Any = None,
+        run: str = "",
     ) -> None:
         if not spider.name:
             raise ConfigError(f"spider {type(spider).__name__} needs a name = '...'")
@@ -128,8 +139,12 @@ class Crawler:
         self._fatal: StoreError | SpiderError | None = None
         self._processor: PageProcessor | None = None
         self._resolver = resolver
+        self.run_id = run
         self.owner = ""
         self._cookies: CookieSync | None = None
+        self._gave_up: tuple[Waiting, ...] = ()
+        self._waited = 0.0
+        self._stall = _Stall(time.monotonic, self.settings.unreachable_timeout)
 
     async def _call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run one of the store's methods off the loop (a :class:`StoreCall`)."""
@@ -143,6 +158,7 @@ class Crawler:
 
     def _on_signal(self) -> None:
         started = sum(1 for f in self._inflight.values() if f.started)
+        # Said to the person at the terminal, as the command's own words: not a log line.
         sys.stderr.write(
             f"\nStopping: finishing {started} page(s) in flight "
             "(Ctrl-C again to abort at once)...\n"
@@ -222,9 +238,10 @@ class Crawler:
             try:
                 await self._cookies.catch_up(max(x.cookies for x in leases))
             except Exception as exc:
-                sys.stderr.write(
-                    f"crashsafe: loading the stored cookies failed ({exc}); "
-                    f"{len(leases)} page(s) go back to the queue\n"
+                logger.warning(
+                    "loading the stored cookies failed (%s); %d page(s) go back to the queue",
+                    exc,
+                    len(leases),
                 )
                 with contextlib.suppress(Exception):
                     await self._call(self.store.release, self.crawl, [(x, False) for x in leases])
@@ -247,6 +264,8 @@ class Crawler:
             async with self._requests:
                 slot.started = True
                 outcome = await self._processor.process(lease, requested)
+                if outcome.kind != "deferred":
+                    self._stall.reset()  # a page got somewhere: not all that is left waits
                 if self._processor.broken is not None and self._fatal is None:
                     self._fatal = SpiderError(self._processor.broken)
                     self.request_stop()
@@ -263,9 +282,11 @@ class Crawler:
         except BaseException as exc:
             # Not finished (the database refused the commit, or a bug of ours): give the URL
             # back so it is fetched again; if even that fails, its lease lapses.
-            sys.stderr.write(
-                f"crashsafe: {lease.url} not finished ({type(exc).__name__}: {exc}); "
-                "it goes back to the queue\n"
+            logger.warning(
+                "%s not finished (%s: %s); it goes back to the queue",
+                lease.url,
+                type(exc).__name__,
+                exc,
             )
             with contextlib.suppress(Exception):
                 await self._call(self.store.release, self.crawl, [(lease, slot.requested)])
@@ -290,7 +311,9 @@ class Crawler:
             await self._db.close()
 
     async def _run(self, started: float) -> CrawlResult:
-        self.owner = await self._call(self.store.register_worker, self.crawl, pid=os.getpid())
+        self.owner = await self._call(
+            self.store.register_worker, self.crawl, pid=os.getpid(), run=self.run_id
+        )
         await self._call(self.store.reclaim_dead_workers, self.crawl, backoff=self._backoff)
         from crashsafe.crawl.addresses import AddressGuard, GuardedResolver
         from crashsafe.crawl.allow import LinkFilter, host_and_port
@@ -307,10 +330,11 @@ class Crawler:
         )
         await self._call(self.store.enqueue, self.crawl, starts)
         if not starts and not (await self._call(self.store.stats, self.crawl)).known:
-            sys.stderr.write(
-                f"crashsafe: spider {type(self.spider).__name__} has no start_urls and the "
-                f"database holds no URL of crawl {self.crawl!r}: nothing to crawl. Set "
-                "start_urls = [...] on the spider or pass --start-url.\n"
+            logger.warning(
+                "spider %s has no start_urls and the database holds no URL of crawl %r: "
+                "nothing to crawl. Set start_urls = [...] on the spider or pass --start-url.",
+                type(self.spider).__name__,
+                self.crawl,
             )
         from crashsafe.crawl.assembly import assemble
         from crashsafe.crawl.fetch import new_session
@@ -336,10 +360,13 @@ class Crawler:
                     await asyncio.to_thread(archive.close)
         if self._fatal is not None:
             raise self._fatal
-        if not interrupted:  # the pass is complete: what no page yielded in it is gone
+        if not interrupted and not self._gave_up:
+            # the pass is complete: what no page yielded in it is gone
             await self._call(self.store.finish_pass, self.crawl)
         stats = await self._call(self.store.stats, self.crawl)
-        return CrawlResult(interrupted, time.monotonic() - started, stats)
+        return CrawlResult(
+            interrupted, time.monotonic() - started, stats, self._gave_up, self._waited
+        )
 
     async def _loop(self) -> bool:
         s = self.settings
@@ -352,14 +379,20 @@ class Crawler:
             asyncio.create_task(upkeep.renew_forever()),
             asyncio.create_task(upkeep.watch_peers_forever()),
         ]
+        if self.store.url.startswith("sqlite:"):
+            background.append(asyncio.create_task(upkeep.tend_wal_forever(self.store.url)))
         progress = None
-        if self.show_progress:
+        if self.show_progress or (s.log_interval > 0 and logger.isEnabledFor(logging.INFO)):
             from crashsafe.crawl.progress import Progress
 
-            progress = Progress(self.crawl, self.store, self._call)
+            live = self.show_progress
+            progress = Progress(
+                self.crawl, self.store, self._call, live=live, interval=s.log_interval
+            )
             progress.start()
         min_batch = max(1, s.concurrency // 4)
         last_reclaim = 0.0
+        stall = self._stall
         try:
             while not self._stopping:
                 free = self._max_leased - len(self._inflight) - self._reserved
@@ -387,6 +420,14 @@ class Crawler:
                             last_reclaim = time.monotonic()
                             if await upkeep.reclaim():
                                 continue
+                        if stall.due_for_a_look():
+                            fetchable = await self._call(self.store.fetchable, self.crawl)
+                            if stall.over(fetchable):
+                                waiting = await self._call(self.store.waiting, self.crawl)
+                                self._gave_up = tuple(w for w in waiting if w.pages)
+                                if self._gave_up:
+                                    self._waited = stall.waited()
+                                    break
                         # Due now, yet nothing leased: other workers hold the origin's
                         # slots (politeness), or its rows are locked by their claims.
                         wait = IDLE_POLL if due.wait is None else due.wait or 0.05
@@ -446,3 +487,40 @@ class Crawler:
             await self._call(self.store.release, self.crawl, leftovers)
         if committing:
             await asyncio.gather(*committing, return_exceptions=True)
+
+
+class _Stall:
+    """How long all that is left of a crawl has waited on unreachable origins.
+
+    Looked at every ``STALL_CHECK_EVERY`` seconds while the worker has nothing to do; a
+    page that gets anywhere (fetched, skipped, failed: anything but deferred for its
+    robots.txt), or a look that finds a URL to fetch, starts it again.
+    """
+
+    def __init__(self, clock: Callable[[], float], timeout: float) -> None:
+        self.clock, self.timeout = clock, timeout
+        self.since: float | None = None
+        self.looked = -STALL_CHECK_EVERY
+
+    def reset(self) -> None:
+        self.since = None
+
+    def waited(self) -> float:
+        return 0.0 if self.since is None else self.clock() - self.since
+
+    def due_for_a_look(self) -> bool:
+        now = self.clock()
+        if now - self.looked < STALL_CHECK_EVERY:
+            return False
+        self.looked = now
+        return True
+
+    def over(self, fetchable: bool) -> bool:
+        """Note a look's answer; whether the crawl has waited for ``timeout`` now."""
+        if fetchable:
+            self.since = None
+            return False
+        now = self.clock()
+        if self.since is None:
+            self.since = now
+        return now - self.since >= self.timeout

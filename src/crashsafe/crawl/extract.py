@@ -13,7 +13,6 @@ from crashsafe.crawl.spider import Link, Page, Record, Spider
 from crashsafe.errors import ConfigError
 from crashsafe.ids import record_id
 from crashsafe.store import NewUrl, RecordRow
-from crashsafe.store.values import storable
 
 __all__ = [
     "BadLink",
@@ -83,11 +82,13 @@ def item_keyer(spider: Spider) -> Callable[[Mapping[str, Any]], Any] | None:
 @dataclass(slots=True)
 class Rows:
     """What a page yielded, ready to commit. ``skipped`` holds the first few bad links
-    (with the reason); ``links_skipped`` counts them all."""
+    (with the reason); ``links_skipped`` counts them all, ``links_cut`` the links
+    beyond ``max_links`` (not followed)."""
 
     records: list[RecordRow] = field(default_factory=list)
     links: list[NewUrl] = field(default_factory=list)
     links_skipped: int = 0
+    links_cut: int = 0
     skipped: list[str] = field(default_factory=list)
 
 
@@ -142,9 +143,7 @@ def to_rows(
         elif isinstance(item, _LINKS):
             seen += 1
             if seen > max_links:
-                rows.links_skipped += 1
-                if seen == max_links + 1 and len(rows.skipped) < SKIPPED_SHOWN:
-                    rows.skipped.append(f"links after the first {max_links}: max_links_per_page")
+                rows.links_cut += 1
                 continue
             try:
                 request = _request(item, page)
@@ -174,7 +173,7 @@ def to_rows(
                 key = item_key(data)
             except Exception as exc:
                 raise ParseError(f"item_key failed on {type(item).__name__} item: {exc!r}") from exc
-            row = _record_row(key, data, source, page.url)
+            row = _record_row(key, data, source, page.url, is_item=True)
             records[row.id] = row
         else:
             raise ParseError(
@@ -198,7 +197,7 @@ def _item_data(item: Any) -> dict[str, Any] | None:
     return ItemAdapter(item).asdict() if ItemAdapter.is_item(item) else None
 
 
-def _record_row(key: Any, data: Any, source: str, url: str) -> RecordRow:
+def _record_row(key: Any, data: Any, source: str, url: str, *, is_item: bool = False) -> RecordRow:
     if key is None or key == "":
         raise ParseError(
             "record with an empty key: the key selector matched nothing? Every record "
@@ -211,12 +210,14 @@ def _record_row(key: Any, data: Any, source: str, url: str) -> RecordRow:
         )
     key = str(key)
     try:
-        rid = record_id(source, key)
-    except UnicodeEncodeError:  # record_id hashes UTF-8: escape what it cannot carry
-        key, source = storable(key), storable(source)
-        rid = record_id(source, key)
-    try:
-        return RecordRow.build(id=rid, source=source, key=key, url=url, data=data)
+        return RecordRow.build(
+            id=record_id(source, key),
+            source=source,
+            key=key,
+            url=url,
+            data=data,
+            is_item=is_item,
+        )
     except (TypeError, ValueError) as exc:
         hint = ""
         if "Out of range float" in str(exc):

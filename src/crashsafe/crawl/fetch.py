@@ -1,13 +1,15 @@
 """HTTP fetching: one aiohttp session, redirects followed by hand, size cap, timeouts.
 
 Errors are sorted into two kinds the engine acts on: :class:`TransientFetchError`
-(timeouts, connection errors; retried with backoff) and :class:`PermanentFetchError`
+(timeouts, connection errors; retried with backoff; a failed TLS handshake is one too,
+:class:`TLSFetchError`, which robots.txt never waits out) and :class:`PermanentFetchError`
 (redirect loop, response too large; the URL fails at once).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from urllib.parse import urljoin
@@ -19,7 +21,12 @@ from yarl import URL
 
 from crashsafe.crawl.addresses import AddressGuard
 from crashsafe.crawl.allow import BadLink, client_url
-from crashsafe.crawl.fetch_errors import FetchError, PermanentFetchError, TransientFetchError
+from crashsafe.crawl.fetch_errors import (
+    FetchError,
+    PermanentFetchError,
+    TLSFetchError,
+    TransientFetchError,
+)
 from crashsafe.crawl.robots import ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS
 from crashsafe.crawl.settings import CrawlSettings
 
@@ -30,6 +37,7 @@ __all__ = [
     "PermanentFetchError",
     "Response",
     "Send",
+    "TLSFetchError",
     "TransientFetchError",
     "fetch",
     "new_session",
@@ -215,11 +223,42 @@ async def fetch(
             raise TransientFetchError(f"timeout after {settings.timeout:g}s") from exc
         except asyncio.CancelledError:
             raise
+        except aiohttp.ClientSSLError as exc:
+            raise TLSFetchError(f"TLS handshake failed: {_tls_reason(exc)}") from exc
+        except aiohttp.ClientConnectorDNSError as exc:
+            raise TransientFetchError(f"name does not resolve: {exc.host}") from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise TransientFetchError(
+                f"{_connect_reason(exc.os_error)} ({exc.host}:{exc.port})"
+            ) from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise TransientFetchError(f"{type(exc).__name__}: {exc}") from exc
         except (aiohttp.ClientError, ValueError) as exc:  # ValueError: a URL yarl refuses
             raise PermanentFetchError(f"{type(exc).__name__}: {exc}") from exc
     raise PermanentFetchError(f"more than {redirects} redirects (last: {current[:200]})")
+
+
+def _connect_reason(error: OSError) -> str:
+    """``connection refused``: what an OSError of a connect means, in a few words."""
+    if isinstance(error, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(error, TimeoutError):
+        return "connect timed out"
+    if error.errno:
+        return os.strerror(error.errno).lower()
+    return str(error) or type(error).__name__
+
+
+def _tls_reason(exc: aiohttp.ClientSSLError) -> str:
+    """``certificate verify failed: self-signed certificate (is https:// right for
+    host:port?)``: OpenSSL's reason, without aiohttp's wrapping."""
+    cause = getattr(exc, "os_error", None) or exc.__cause__ or exc
+    reason = getattr(cause, "verify_message", None) or getattr(cause, "reason", None)
+    text = str(reason or cause).replace("_", " ").lower() if reason else str(cause)
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        text = f"certificate verify failed: {text}"
+    hint = " (does that port speak plain HTTP? try http://)" if "wrong version" in text else ""
+    return f"{text}{hint}"
 
 
 def robots_download(

@@ -12,5 +12,11 @@ class TransientFetchError(FetchError):
     """Worth retrying: timeout, refused or reset connection."""
 
 
+class TLSFetchError(TransientFetchError):
+    """The TLS handshake failed (a certificate that is invalid, a port that speaks plain
+    HTTP): retried, since a certificate may be fixed, but never an outage to wait out:
+    every try counts an attempt, and the page ends in the dead letter with the error."""
+
+
 class PermanentFetchError(FetchError):
     """Retrying will not help: too many redirects, response too large."""

@@ -9,8 +9,9 @@ done on a status nobody handled.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
-import sys
+import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from urllib.parse import urlsplit
@@ -35,6 +36,7 @@ from crashsafe.crawl.fetch import (
     TransientFetchError,
     fetch,
 )
+from crashsafe.crawl.fetch_errors import TLSFetchError
 from crashsafe.crawl.politeness import HostSlots
 from crashsafe.crawl.requests import Request, request_from_row
 from crashsafe.crawl.robots import Robots, RobotsUnavailable
@@ -43,10 +45,14 @@ from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.sitemaps import MAX_SITEMAP_ENTRIES
 from crashsafe.crawl.spider import SITEMAP_CALLBACK, Page, Spider
 from crashsafe.errors import FolderUnwritable
+from crashsafe.logs import fields
 from crashsafe.retry_after import retry_after_seconds
 from crashsafe.store import Backoff, FileRow, Lease, PageOutcome
 from crashsafe.store.values import storable
 from crashsafe.text import printable
+
+logger = logging.getLogger("crashsafe.crawl")
+requests_log = logging.getLogger("crashsafe.crawl.requests")
 
 GONE = frozenset({404, 410})
 SKIPPED_LOGGED = 10  # skipped links written to stderr per run; all are counted in status
@@ -85,6 +91,7 @@ class PageProcessor:
         self.downloads = downloads
         self.archive = archive
         self.skipped_logged = 0
+        self.cut_logged = 0  # pages cut by max_links_per_page said so
         self.spider_worked = False  # some page gave records without an error
         self._same_error = ("", 0)  # the spider error the first pages failed with, times
         self.broken: str | None = None  # set: the spider fails every page the same way
@@ -113,6 +120,8 @@ class PageProcessor:
     async def _fetch(self, request: Request, on_request: Callable[[], None]) -> Response:
         on_request()
         send = self.sends.send(request)
+        debug = requests_log.isEnabledFor(logging.DEBUG)
+        started = time.monotonic() if debug else 0.0
         resp = await fetch(
             self.session,
             request.url,
@@ -121,6 +130,14 @@ class PageProcessor:
             guard=self.guard,
             send=send,
         )
+        if debug:
+            ms = (time.monotonic() - started) * 1000
+            requests_log.debug(
+                "%s %s -> %d (%d bytes, %.0f ms)", send.method, request.url, resp.status,
+                len(resp.body), ms,
+                extra=fields(method=send.method, url=request.url, status=resp.status,
+                             bytes=len(resp.body), ms=round(ms, 1)),
+            )  # fmt: skip
         if self.archive is not None:
             await self.archive(resp, send)
         return resp
@@ -159,6 +176,8 @@ class PageProcessor:
                 except RobotsUnavailable as exc:
                     later = exc.retry_at - self.robots.clock() + self.rng.uniform(0.0, 1.0)
                     return PageOutcome(lease, "deferred", error=str(exc), retry_in=later)
+                except TLSFetchError as exc:
+                    return self._retry(lease, str(exc))
             allowed, delay = verdict
             if not allowed:
                 return PageOutcome(lease, "skipped", error="disallowed by robots.txt")
@@ -236,6 +255,14 @@ class PageProcessor:
             self.spider_worked = True
         if rows.skipped:
             self._log_skipped(page.url, rows.skipped)
+        if rows.links_cut and self.cut_logged < SKIPPED_LOGGED:
+            self.cut_logged += 1
+            logger.warning(
+                "%s held %d links beyond max_links_per_page=%d: not followed",
+                printable(page.url),
+                rows.links_cut,
+                self._max_links(lease.callback),
+            )
         return PageOutcome(
             lease,
             "done",
@@ -243,6 +270,7 @@ class PageProcessor:
             records=rows.records,
             links=rows.links,
             links_skipped=rows.links_skipped,
+            links_cut=rows.links_cut,
             cookies=cookie_rows(resp.set_cookies) if resp.set_cookies else (),
             files=files,
         )
@@ -283,5 +311,4 @@ class PageProcessor:
                 return
             self.skipped_logged += 1
             more = " (no more of these are shown)" if self.skipped_logged == SKIPPED_LOGGED else ""
-            line = printable(storable(f"crashsafe: skipped link {text} on {url}{more}"))
-            sys.stderr.write(line + "\n")
+            logger.warning("%s", printable(storable(f"skipped link {text} on {url}{more}")))

@@ -1,26 +1,80 @@
-"""Live progress on a terminal: pages done/known, rate, records, retries, failures.
+"""What a running crawl says about itself: a live line on a terminal, a log line at a
+steady interval off one (as Scrapy's LogStats), both with what the crawl waits for.
 
-Figures are read from the store (computed from rows), once a second.
+Figures are read from the store (computed from rows): once a second for the live line,
+every ``log_interval`` seconds for the log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
-
-from crashsafe.store import CrawlStats, Store
+from crashsafe.logs import fields
+from crashsafe.store import CrawlStats, Store, Waiting
 
 REFRESH = 1.0
+logger = logging.getLogger("crashsafe.crawl")
 
 
-def progress_line(stats: CrawlStats, rate: float | None) -> Text:
+def clock(ts: float) -> str:
+    return time.strftime("%H:%M:%S UTC", time.gmtime(ts))
+
+
+def waiting_text(waiting: Sequence[Waiting]) -> str:
+    """``1 page waits for robots.txt of http://h:8009 (connection refused since 06:31
+    UTC, next try 06:33 UTC)``, and how many other origins wait."""
+    held = [w for w in waiting if w.pages]
+    if not held:
+        return ""
+    w = max(held, key=lambda x: x.pages)
+    pages = "1 page waits" if w.pages == 1 else f"{w.pages:,} pages wait"
+    next_try = "" if w.next_try is None else f", next try {clock(w.next_try)}"
+    text = (
+        f"{pages} for robots.txt of {w.origin} ({w.why or 'unreachable'} since "
+        f"{clock(w.since)}{next_try})"
+    )
+    if len(held) > 1:
+        others = sum(x.pages for x in held) - w.pages
+        text += f", and {others:,} more at {len(held) - 1} other origin(s)"
+    return text
+
+
+def figures(stats: CrawlStats, rate: float | None) -> dict[str, Any]:
+    """A progress line's fields (for ``--log-format json``)."""
+    return {
+        "crawl": stats.crawl,
+        "pages_done": stats.done + stats.failed,
+        "pages_known": stats.known,
+        "pages_per_second": None if rate is None else round(rate, 1),
+        "records": stats.records,
+        "leased": stats.leased,
+        "retries": stats.retries,
+        "failed": stats.failed,
+        "repeated": stats.repeated,
+    }
+
+
+def log_line(stats: CrawlStats, rate: float | None, waiting: list[Waiting]) -> str:
+    """``demo-shop: 1,234/10,100 pages (412/s), 1,200 records, 0 failed, 3 retries``."""
+    speed = "" if rate is None else f" ({rate:,.0f}/s)"
+    line = (
+        f"{stats.crawl}: {stats.done + stats.failed:,}/{stats.known:,} pages{speed}, "
+        f"{stats.records:,} records, {stats.failed:,} failed, {stats.retries:,} retries"
+    )
+    if stats.repeated:
+        line += f", {stats.repeated:,} repeated"
+    wait = waiting_text(waiting)
+    return f"{line}; {wait}" if wait else line
+
+
+def progress_line(stats: CrawlStats, rate: float | None, waiting: Sequence[Waiting] = ()) -> Any:
+    from rich.text import Text
+
     line = Text()
     line.append(f"{stats.crawl} ", style="bold")
     line.append(f"pages {stats.done + stats.failed:,}/{stats.known:,}  ")
@@ -33,43 +87,86 @@ def progress_line(stats: CrawlStats, rate: float | None) -> Text:
         line.append(f"  repeated {stats.repeated}", style="yellow")
     if stats.stale:
         line.append(f"  stale refused {stats.stale}", style="yellow")
+    wait = waiting_text(waiting)
+    if wait:
+        line.append(f"  waiting: {wait}", style="yellow")
     return line
 
 
+class _Rate:
+    """Pages per second over the last samples."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.samples: list[tuple[float, int]] = []
+
+    def add(self, stats: CrawlStats) -> float | None:
+        now = time.monotonic()
+        self.samples = [*self.samples[-(self.keep - 1) :], (now, stats.done + stats.failed)]
+        first, last = self.samples[0], self.samples[-1]
+        if len(self.samples) < 2 or last[0] <= first[0]:
+            return None
+        return (last[1] - first[1]) / (last[0] - first[0])
+
+
 class Progress:
+    """The live line (``live``: on a terminal, refreshed every second) or a log line at
+    ``crashsafe.crawl`` INFO every ``interval`` seconds; and the last line at the end."""
+
     def __init__(
         self,
         crawl: str,
         store: Store,
         call: Callable[..., Awaitable[Any]],
-        console: Console | None = None,
+        *,
+        live: bool,
+        interval: float = 30.0,
     ) -> None:
-        self.crawl = crawl
-        self.store = store
-        self.call = call
-        self.console = console or Console(stderr=True)
-        self._live = Live(Text(f"{crawl}: starting..."), console=self.console, transient=True)
+        self.crawl, self.store, self.call = crawl, store, call
+        self.live = live
+        self.interval = REFRESH if live else interval
+        self._live: Any = None
         self._task: asyncio.Task[None] | None = None
+        self._rate = _Rate(10 if live else 2)
 
     def start(self) -> None:
-        self._live.start()
+        if self.live:
+            from rich.console import Console
+            from rich.live import Live
+            from rich.text import Text
+
+            console = Console(stderr=True)
+            self._live = Live(Text(f"{self.crawl}: starting..."), console=console, transient=True)
+            self._live.start()
         self._task = asyncio.create_task(self._refresh())
 
+    async def _sample(self) -> tuple[CrawlStats, float | None, list[Waiting]]:
+        stats: CrawlStats = await self.call(self.store.stats, self.crawl)
+        waiting: list[Waiting] = await self.call(self.store.waiting, self.crawl)
+        return stats, self._rate.add(stats), waiting
+
     async def _refresh(self) -> None:
-        samples: list[tuple[float, int]] = []
+        if not self.live:
+            await self._sample()  # the first sample: a rate needs two
+            await asyncio.sleep(self.interval)
         while True:
-            stats: CrawlStats = await self.call(self.store.stats, self.crawl)
-            now = time.monotonic()
-            samples = [*samples[-9:], (now, stats.done + stats.failed)]
-            rate = None
-            if len(samples) > 1 and now > samples[0][0]:
-                rate = (samples[-1][1] - samples[0][1]) / (now - samples[0][0])
-            self._live.update(progress_line(stats, rate))
-            await asyncio.sleep(REFRESH)
+            try:
+                stats, rate, waiting = await self._sample()
+            except Exception as exc:  # the store is busy or gone: say so, try again later
+                logger.warning("progress: reading the figures failed (%s)", exc)
+            else:
+                if self.live:
+                    self._live.update(progress_line(stats, rate, waiting))
+                else:
+                    line = log_line(stats, rate, waiting)
+                    extra = figures(stats, rate) | {"waiting": waiting_text(waiting) or None}
+                    logger.info(line, extra=fields(**extra))
+            await asyncio.sleep(self.interval)
 
     async def stop(self) -> None:
         if self._task:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        self._live.stop()
+        if self._live is not None:
+            self._live.stop()

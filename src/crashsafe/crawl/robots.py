@@ -5,7 +5,9 @@ by one worker at a time and cached in the database for a day (section 2.4), so o
 workers and a restart do not fetch it again; at most 500 KiB of it is parsed (2.5); at
 most 5 redirects are followed, more means "unavailable" (2.3.1.2); a 4xx means no rules
 (2.3.1.3); a 5xx, 429 or network error means "disallow everything for now" (2.3.1.4): the
-origin's pages wait, with backoff, without counting an attempt. Unreachable for longer
+origin's pages wait, with backoff, without counting an attempt. A TLS handshake that fails
+(an invalid certificate, a port that speaks plain HTTP) is no outage: the pages that asked
+fail an attempt with it, and end in the dead letter. Unreachable for longer
 than ``robots_unreachable_grace`` (RFC: "a reasonably long period of time, for example 30
 days"), the last copy read is used, or no rules if there is none.
 """
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 
 from protego import Protego
 
-from crashsafe.crawl.fetch_errors import PermanentFetchError, TransientFetchError
+from crashsafe.crawl.fetch_errors import PermanentFetchError, TLSFetchError, TransientFetchError
 from crashsafe.crawl.politeness import origin_of
 from crashsafe.store import RobotsEntry, Store
 from crashsafe.store.process import StoreCall
@@ -48,7 +50,7 @@ class RobotsStore:
     load: Callable[[str], Awaitable[RobotsEntry | None]]
     claim: Callable[[str], Awaitable[bool]]
     save: Callable[[str, str, float], Awaitable[bool]]  # origin, body, age of the copy
-    failed: Callable[[str, float], Awaitable[bool]]  # origin, seconds until the next try
+    failed: Callable[[str, float, str], Awaitable[bool]]  # origin, seconds to next try, why
     release: Callable[[str], Awaitable[None]]
     space: Callable[[str, float], Awaitable[None]]  # origin, Crawl-delay for all workers
 
@@ -68,8 +70,8 @@ class RobotsStore:
         async def save(origin: str, body: str, age: float) -> bool:
             return await call(store.put_robots, crawl, origin, body, owner=owner, age=age)
 
-        async def failed(origin: str, retry_in: float) -> bool:
-            return await call(store.robots_failed, crawl, origin, retry_in, owner=owner)
+        async def failed(origin: str, retry_in: float, why: str) -> bool:
+            return await call(store.robots_failed, crawl, origin, retry_in, owner=owner, why=why)
 
         async def release(origin: str) -> None:
             await call(store.release_robots, crawl, origin, owner)
@@ -78,6 +80,16 @@ class RobotsStore:
             await call(store.set_host_delay, crawl, origin, delay)
 
         return cls(load=load, claim=claim, save=save, failed=failed, release=release, space=space)
+
+
+def _settled(entry: RobotsEntry | None) -> bool:
+    """Whether ``entry`` answers without a download: a copy younger than a day, or a
+    failure whose retry is not due yet."""
+    if entry is None:
+        return False
+    if entry.failing_for is None:
+        return entry.body is not None and (entry.age or 0.0) < ROBOTS_MAX_AGE
+    return (entry.retry_in or 0) > 0
 
 
 class Robots:
@@ -159,7 +171,15 @@ class Robots:
             if entry is not None and entry.failing_for is not None and (entry.retry_in or 0) > 0:
                 return self._unreachable_rules(origin, entry, now)
             if await self._store.claim(origin):
-                return await self._fetch(origin, entry)
+                # The load above and the claim are two transactions: the claim's last
+                # holder may have saved its copy (or noted a failure) in between, which
+                # freed the claim. Look again under the claim before fetching: no save
+                # can land after it (saves are fenced by the claim).
+                entry = await self._store.load(origin)
+                if not _settled(entry):
+                    return await self._fetch(origin, entry)
+                await self._store.release(origin)
+                continue
             # Another worker is fetching it: wait for its answer (its claim lapses if it
             # dies, and then this worker takes over).
             await asyncio.sleep(CLAIM_POLL)
@@ -186,6 +206,12 @@ class Robots:
         started = self.clock()
         try:
             status, raw = await self._download(origin + "/robots.txt")
+        except TLSFetchError as exc:
+            # No outage to wait out (a certificate, a port that speaks plain HTTP): the
+            # pages that asked fail their attempt with it, and end in the dead letter.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._store.release(origin))
+            raise TLSFetchError(f"robots.txt of {origin}: {exc}") from None
         except TransientFetchError as exc:
             return await self._failed(origin, entry, str(exc))
         except PermanentFetchError:
@@ -214,7 +240,7 @@ class Robots:
         now = self.clock()
         failures = (entry.failures if entry is not None else 0) + 1
         retry_in = self._backoff(failures)
-        await self._store.failed(origin, retry_in)
+        await self._store.failed(origin, retry_in, reason)
         since = now
         if entry is not None and entry.failing_for is not None:
             since = now - entry.failing_for

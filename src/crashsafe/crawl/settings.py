@@ -41,6 +41,11 @@ class CrawlSettings:
             network errors), its origin's pages waiting with backoff, before the crawl
             goes on with the last copy read, or with no rules if none was ever read
             (RFC 9309 2.3.1.4; default 30 days).
+        log_interval: seconds between two progress lines logged (``crashsafe.crawl``,
+            INFO) when the crawl is not shown live on a terminal; 0: none.
+        unreachable_timeout: seconds a run goes on once all that is left waits for
+            robots.txt of unreachable origins (nothing else can be fetched); then it ends
+            with exit status 5, naming them, the pages still pending for the next run.
         allowed_domains: hosts to crawl: ``host`` (ports 80 and 443), ``*.host`` (and its
             subdomains), ``host:port``, ``*`` (any host); ``None``: the start URLs' hosts
             with their ports (``docs/security.md``).
@@ -87,6 +92,8 @@ class CrawlSettings:
     max_response_bytes: int = 16 * 2**20
     obey_robots: bool = True
     robots_unreachable_grace: float = 30 * 24 * 3600.0
+    unreachable_timeout: float = 180.0
+    log_interval: float = 30.0
     allowed_domains: tuple[str, ...] | None = None
     allowed_addresses: tuple[str, ...] = ()
     strip_query_params: tuple[str, ...] = DEFAULT_STRIP_PARAMS
@@ -116,7 +123,8 @@ class CrawlSettings:
             if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
                 raise ConfigError(f"setting {name} must be a number > 0, got {value!r}")
         for name in ("per_host_delay", "backoff_base", "backoff_max", "grace_seconds",
-                     "robots_unreachable_grace"):  # fmt: skip
+                     "robots_unreachable_grace", "unreachable_timeout",
+                     "log_interval"):  # fmt: skip
             value = getattr(self, name)
             if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
                 raise ConfigError(f"setting {name} must be a number >= 0, got {value!r}")

@@ -6,6 +6,7 @@ transaction with that page's ``done`` mark, or not at all.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
@@ -274,6 +275,12 @@ class Spider:
     sitemap_rules: ClassVar[list[tuple[str, str | Callable[..., Any]]]] = [("", "parse")]
     sitemap_follow: ClassVar[list[str]] = [""]
     sitemap_alternate_links: ClassVar[bool] = False
+
+    @property
+    def logger(self) -> logging.Logger:
+        """The spider's logger, named after it (as Scrapy's): ``self.logger.info(...)``
+        goes where the crawl's lines go, at the level ``--log-level`` sets."""
+        return logging.getLogger(self.name or type(self).__name__)
 
     def start_requests(self) -> Iterable[Request | str]:
         """The requests the crawl starts from: by default a GET of every ``start_urls``

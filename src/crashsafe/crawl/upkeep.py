@@ -12,14 +12,16 @@ seconds, not when its leases expire (the idle loop asks too, more often).
 from __future__ import annotations
 
 import asyncio
-import sys
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+import logging
+from collections.abc import Mapping
+from typing import Protocol
 
 from crashsafe.store import Backoff, Lease, Store
 from crashsafe.store.process import StoreCall
 
+logger = logging.getLogger("crashsafe.crawl")
 WATCH_PEERS_EVERY = 5.0  # seconds between looks for dead workers while busy
+TEND_WAL_EVERY = 5.0  # seconds between looks at the size of an SQLite WAL
 
 
 class InFlight(Protocol):
@@ -39,13 +41,11 @@ class Upkeep:
         lease_seconds: float,
         backoff: Backoff,
         inflight: Mapping[asyncio.Task[None], InFlight],
-        warn: Callable[[str], Any] = sys.stderr.write,
     ) -> None:
         self._call, self._store, self._crawl = call, store, crawl
         self._lease_seconds = lease_seconds
         self._backoff = backoff
         self._inflight = inflight
-        self._warn = warn
 
     async def renew_forever(self) -> None:
         period = self._lease_seconds / 3
@@ -57,7 +57,7 @@ class Upkeep:
             try:
                 lost = await self._call(self._store.renew, self._crawl, leases, self._lease_seconds)
             except Exception as exc:  # the commits will tell; keep renewing
-                self._warn(f"crashsafe: renewing leases failed ({exc}); trying again\n")
+                logger.warning("renewing leases failed (%s); trying again", exc)
                 continue
             if lost:
                 gone = {x.grant_id for x in lost}
@@ -65,13 +65,37 @@ class Upkeep:
                     if slot.lease.grant_id in gone and not slot.committing:
                         task.cancel()
 
+    async def tend_wal_forever(self, name: str) -> None:
+        """SQLite: checkpoint and truncate a WAL that has grown, every few seconds, and
+        warn when a reader's old snapshot keeps it growing (``name``: the database)."""
+        held_before = 0
+        while True:
+            await asyncio.sleep(TEND_WAL_EVERY)
+            try:
+                state = await self._call(self._store.tend_wal)
+            except Exception as exc:
+                logger.warning("checkpointing the WAL failed (%s)", exc)
+                continue
+            if state is None or not state.held:
+                held_before = 0
+                continue
+            if held_before and state.size > held_before:  # held twice, and growing
+                logger.warning(
+                    "the WAL of %s is %.0f MB and growing: a reader holds an old snapshot "
+                    "(an open `sqlite3` shell, a program reading in one long transaction?); "
+                    "it is checkpointed and shrinks once that reader ends its transaction",
+                    name,
+                    state.size / 1e6,
+                )
+            held_before = state.size
+
     async def watch_peers_forever(self) -> None:
         while True:
             await asyncio.sleep(WATCH_PEERS_EVERY)
             try:
                 await self.reclaim()
             except Exception as exc:  # e.g. the store is reconnecting: next time
-                self._warn(f"crashsafe: looking for dead workers failed ({exc})\n")
+                logger.warning("looking for dead workers failed (%s)", exc)
 
     async def reclaim(self) -> int:
         """Put back the leases of dead workers now; how many."""
