@@ -182,8 +182,7 @@ def test_a_closed_pipe_does_not_end_the_job(tmp_path: Path) -> None:
             proc.stdout.readline()  # like `| head -1`: read one line, then go away
             proc.stdout.close()
             assert proc.wait(120) == 0
-    lines = [json.loads(x) for x in cp.read_text().splitlines()]
-    assert sum(len(x["ids"]) for x in lines) == 40
+    assert sum(len(x["ids"]) for x in scan(cp).lines) == 40
 
 
 def test_ctrl_c_stops_within_the_grace_period_even_when_calls_take_longer(

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from crashsafe.batch.checkpoint import scan
+from crashsafe.batch.checkpoint import dead_letter_path, scan
 from crashsafe.batch.items import Inputs, Item, read_items
-from crashsafe.batch.runner import BatchRunner, BatchSettings, BatchSummary, dead_letter_path
+from crashsafe.batch.runner import BatchRunner, BatchSettings, BatchSummary
 from crashsafe.batch.task import BatchOutput, TaskCaller
 
 

@@ -5,15 +5,27 @@ before the batch counts as done; the file is never rewritten. Reading is toleran
 last line (the process died mid-write) is ignored and a newline is appended before the
 next write, so the next line is not glued to it; a corrupt line elsewhere is skipped with
 a warning and its items are simply done again.
+
+Two kinds of line:
+
+- a batch: ``{"ids": [...], "results": [...], "hashes": [...], "usage": {...},
+  "cost": ...}``: ``hashes`` (one per id, :func:`text_hash` of what was asked) tell a
+  rerun which items changed since they were answered; lines written before they existed
+  have none, and their answers are kept;
+- a job: ``{"job": {"task", "labels", "model", "prompt"}}``, written when a job first
+  opens the checkpoint (and again when a rerun accepts a change): what the answers after
+  it depend on, so that a rerun with other labels, model or prompt is refused instead of
+  mixing answers.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +44,7 @@ class CheckpointScan:
     """What a checkpoint holds. ``lines`` are the valid ones, in file order."""
 
     lines: list[dict[str, Any]] = field(default_factory=list)
+    jobs: list[dict[str, Any]] = field(default_factory=list)  # the job lines' "job", in order
     corrupt: int = 0
     corrupt_at: list[int] = field(default_factory=list)  # line numbers of the first few
     torn_tail: bool = False
@@ -44,6 +57,35 @@ class CheckpointScan:
 
     def done_ids(self) -> set[str]:
         return {i for line in self.lines for i in line.get("ids", [])}
+
+    def answered(self) -> dict[str, str | None]:
+        """Every answered id and the hash of the text it was answered for (None: written
+        before hashes were; the last line of an id wins, as in the report)."""
+        done: dict[str, str | None] = {}
+        for line in self.lines:
+            hashes = line.get("hashes")
+            if isinstance(hashes, list) and len(hashes) == len(line["ids"]):
+                done.update(zip(line["ids"], hashes, strict=True))
+            else:
+                done.update(dict.fromkeys(line["ids"]))
+        return done
+
+    def costs(self, cost: Callable[[dict[str, Any]], float]) -> list[float]:
+        """What each batch written cost: its line's ``cost``, else ``cost(usage)`` (a line
+        written before lines had one)."""
+        found = []
+        for line in self.lines:
+            recorded = line.get("cost")
+            if isinstance(recorded, int | float) and not isinstance(recorded, bool):
+                found.append(float(recorded))
+            else:
+                found.append(cost(line.get("usage") or {}))
+        return found
+
+
+def text_hash(text: str) -> str:
+    """16 hex characters of SHA-256 of ``text``: what an answer was given for."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def encode_line(line: dict[str, Any]) -> str:
@@ -103,6 +145,8 @@ def _scan(path: Path) -> CheckpointScan:
             line = None
         if _valid(line):
             result.lines.append(line)
+        elif isinstance(line, dict) and isinstance(line.get("job"), dict) and "ids" not in line:
+            result.jobs.append(line["job"])
         else:
             result.corrupt += 1
             if len(result.corrupt_at) < CORRUPT_SHOWN:
@@ -221,3 +265,34 @@ def iter_rows(paths: Sequence[Path]) -> Iterator[tuple[str, Any, dict[str, Any]]
         for line in scan(path).lines:
             for item_id, result in zip(line["ids"], line["results"], strict=True):
                 yield item_id, result, line
+
+
+def dead_letter_path(checkpoint: Path) -> Path:
+    """``results.jsonl`` → ``results.failed.jsonl``."""
+    return checkpoint.with_name(checkpoint.stem + ".failed" + (checkpoint.suffix or ".jsonl"))
+
+
+def dead_lines(path: Path) -> list[dict[str, Any]]:
+    """Dead-letter lines of a checkpoint (they have ids and an error, no results)."""
+    lines: list[dict[str, Any]] = []
+    try:
+        # Undecodable bytes (a line torn mid-character, a file edited by hand) are
+        # replaced: such a line fails to parse and is skipped like any corrupt line.
+        text = dead_letter_path(path).read_bytes().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return lines
+    for raw in text.splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        # Wrong types (ids that are not strings, usage that is not an object) are as
+        # corrupt as a line that does not parse: skipped, never a crash of the report.
+        if (
+            isinstance(line, dict)
+            and isinstance(line.get("ids"), list)
+            and all(isinstance(i, str) for i in line["ids"])
+            and isinstance(line.get("usage", {}), dict)
+        ):
+            lines.append(line)
+    return lines

@@ -8,12 +8,14 @@ the endpoint says "slow down", nobody hammers it); the tokens of every attempt a
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import ipaddress
 import random
 import re
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import openai
@@ -137,6 +139,12 @@ class Classifier:
         self.client = openai.AsyncOpenAI(
             base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout
         )
+
+    def job(self) -> dict[str, Any]:
+        """What the answers depend on, kept in the checkpoint: a rerun with other labels,
+        another model or another prompt (its text, hashed) would mix answers."""
+        prompt = hashlib.sha256(system_prompt(self.labels).encode()).hexdigest()[:12]
+        return {"task": "classify", "labels": self.labels, "model": self.model, "prompt": prompt}
 
     async def _complete(self, messages: list[ChatCompletionMessageParam], usage: Usage) -> str:
         error = ""

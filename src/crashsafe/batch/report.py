@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from crashsafe.batch.checkpoint import scan
-from crashsafe.batch.runner import dead_letter_path
+from crashsafe.batch.checkpoint import dead_lines, scan
 from crashsafe.batch.task import Usage, add_usage
 from crashsafe.errors import ConfigError
 
@@ -61,7 +60,7 @@ def build_report(
             for item_id, result in zip(line["ids"], line["results"], strict=True):
                 report.written += 1
                 report.rows[item_id] = result
-        for line in _dead(path):
+        for line in dead_lines(path):
             failed_ids.update(line.get("ids", []))
             add_usage(report.usage, line.get("usage") or {})
     report.failed_not_done = len(failed_ids - report.rows.keys())
@@ -74,32 +73,6 @@ def build_report(
             + report.usage.get("completion_tokens", 0) * price_out
         ) / 1e6
     return report
-
-
-def _dead(path: Path) -> list[dict[str, Any]]:
-    """Dead-letter lines of a checkpoint (they have ids and an error, no results)."""
-    lines: list[dict[str, Any]] = []
-    try:
-        # Undecodable bytes (a line torn mid-character, a file edited by hand) are
-        # replaced: such a line fails to parse and is skipped like any corrupt line.
-        text = dead_letter_path(path).read_bytes().decode("utf-8", "replace")
-    except FileNotFoundError:
-        return lines
-    for raw in text.splitlines():
-        try:
-            line = json.loads(raw)
-        except ValueError:
-            continue
-        # Wrong types (ids that are not strings, usage that is not an object) are as
-        # corrupt as a line that does not parse: skipped, never a crash of the report.
-        if (
-            isinstance(line, dict)
-            and isinstance(line.get("ids"), list)
-            and all(isinstance(i, str) for i in line["ids"])
-            and isinstance(line.get("usage", {}), dict)
-        ):
-            lines.append(line)
-    return lines
 
 
 def write_csv(report: BatchReport, out: IO[str]) -> None:

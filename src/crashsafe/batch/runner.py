@@ -18,7 +18,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from crashsafe.batch.checkpoint import Checkpoint, encode_line
+from crashsafe.batch.checkpoint import (
+    Checkpoint,
+    dead_letter_path,
+    dead_lines,
+    encode_line,
+    text_hash,
+)
 from crashsafe.batch.items import Inputs, Item
 from crashsafe.batch.progress import BatchProgress
 from crashsafe.batch.task import BatchOutput, TaskCaller, Usage, add_usage
@@ -44,8 +50,16 @@ class BatchSettings:
             starts only if the spend so far, what the batches in flight may cost and what
             it may cost (each ``SPEND_MARGIN`` × the costliest batch so far; one batch at a
             time until the first cost is known) fit under it. It is exceeded only when
-            batches in flight cost more than that estimate.
+            batches in flight cost more than that estimate. Per run: a rerun starts at 0.
+        max_spend_total: the same cap for the job as a whole: what the checkpoint and its
+            dead letter record as spent by earlier runs counts too, so a crash loop cannot
+            reset the budget (calls cut off by a kill before their line was written are
+            not recorded: at most the batches in flight, per kill).
         stop_after: stop scheduling after this many batches (used to demonstrate resume).
+        keep_changed: keep the answers of items whose text changed since they were
+            answered, instead of asking again.
+        accept_changed: go on with a checkpoint whose answers were made by another job
+            (other labels, model or prompt), keeping them.
     """
 
     batch_size: int = 10
@@ -57,16 +71,25 @@ class BatchSettings:
     price_in: float = 0.0
     price_out: float = 0.0
     max_spend: float | None = None
+    max_spend_total: float | None = None
     stop_after: int | None = None
+    keep_changed: bool = False
+    accept_changed: bool = False
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.concurrency < 1 or self.max_attempts < 1:
             raise ConfigError("--batch-size, --concurrency and --max-attempts must be >= 1")
-        if self.max_spend is not None and not (self.price_in or self.price_out):
+        capped = self.max_spend is not None or self.max_spend_total is not None
+        if capped and not (self.price_in or self.price_out):
+            option = "--max-spend" if self.max_spend is not None else "--max-spend-total"
             raise ConfigError(
-                "--max-spend needs the model's prices: give --price-in and --price-out "
+                f"{option} needs the model's prices: give --price-in and --price-out "
                 "(per million prompt and completion tokens), or the cap could never be reached"
             )
+
+    @property
+    def capped(self) -> bool:
+        return self.max_spend is not None or self.max_spend_total is not None
 
     def cost(self, usage: Usage) -> float:
         return (
@@ -79,6 +102,7 @@ class BatchSettings:
 class BatchSummary:
     already_done: int = 0
     to_do: int = 0
+    changed: int = 0  # answered for a text that has changed since (redone, or kept)
     batches_planned: int = 0
     batches_ok: int = 0
     batches_failed: int = 0
@@ -87,6 +111,7 @@ class BatchSummary:
     corrupt_lines: int = 0
     usage: Usage = field(default_factory=dict)
     spent: float = 0.0
+    spent_before: float = 0.0  # by earlier runs, as the checkpoint records it
     elapsed: float = 0.0
     interrupted: bool = False
     stopped_by: str | None = None  # "spend cap" | "stop_after"
@@ -107,11 +132,6 @@ def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def dead_letter_path(checkpoint: Path) -> Path:
-    """``results.jsonl`` → ``results.failed.jsonl``."""
-    return checkpoint.with_name(checkpoint.stem + ".failed" + (checkpoint.suffix or ".jsonl"))
-
-
 class BatchRunner:
     def __init__(
         self,
@@ -124,8 +144,10 @@ class BatchRunner:
         handle_signals: bool = True,
         rng: random.Random | None = None,
         progress: BatchProgress | None = None,
+        job: dict[str, Any] | None = None,
     ) -> None:
         self.task = task
+        self.job = job
         self.progress = progress
         self.inputs = inputs
         self.path = checkpoint_path
@@ -139,6 +161,7 @@ class BatchRunner:
         self._batch_cost = 0.0  # the most one batch has cost so far (spend cap)
         self._reserved = 0.0  # what the batches in flight may cost
         self._pending_lines: list[tuple[str, asyncio.Future[None]]] = []
+        self._job_line: str | None = None  # to write before the first answer
         self._write_ready = asyncio.Event()
 
     # -- stopping --------------------------------------------------------------------------
@@ -170,6 +193,9 @@ class BatchRunner:
                 continue
             try:
                 lines = [line for line, _ in group]
+                if self._job_line is not None:
+                    lines.insert(0, self._job_line)
+                    self._job_line = None
                 await loop.run_in_executor(None, checkpoint.append_encoded, lines)
             except Exception as exc:
                 for _, fut in group:
@@ -180,6 +206,8 @@ class BatchRunner:
 
     def _dead_letter(self, ids: list[str], error: str, attempts: int, usage: Usage) -> None:
         line = {"ids": ids, "error": error, "attempts": attempts, "usage": usage}
+        if self.settings.price_in or self.settings.price_out:
+            line["cost"] = self.settings.cost(usage)
         line["failed_at"] = _now_iso()
         fd = open_private(dead_letter_path(self.path), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         with os.fdopen(fd, "a", encoding="utf-8") as f:
@@ -219,12 +247,15 @@ class BatchRunner:
             line = {
                 "batch": label,
                 "ids": ids,
+                "hashes": [text_hash(item.text) for item in batch],
                 "results": list(output.results),
                 "usage": usage,
                 "attempts": attempt,
                 "elapsed": elapsed,
                 "finished_at": _now_iso(),
             }
+            if s.price_in or s.price_out:
+                line["cost"] = round(s.cost(usage), 9)
             try:
                 encoded = encode_line(line)
             except (TypeError, ValueError) as exc:
@@ -251,8 +282,19 @@ class BatchRunner:
         self._batch_cost = max(self._batch_cost, self.settings.cost(usage))
 
     # -- the job ---------------------------------------------------------------------------
-    def _plan(self, done: set[str]) -> list[list[Item]]:
-        todo = [item for item in self.inputs.items if item.id not in done]
+    def _plan(self, done: dict[str, str | None]) -> list[list[Item]]:
+        """The batches left: items never answered, and those answered for a text that has
+        changed since (unless ``keep_changed``)."""
+        todo = []
+        for item in self.inputs.items:
+            if item.id not in done:
+                todo.append(item)
+                continue
+            answered_for = done[item.id]
+            if answered_for is not None and answered_for != text_hash(item.text):
+                self.summary.changed += 1
+                if not self.settings.keep_changed:
+                    todo.append(item)
         self.summary.already_done = len(self.inputs.items) - len(todo)
         self.summary.to_do = len(todo)
         size = self.settings.batch_size
@@ -289,19 +331,63 @@ class BatchRunner:
                     f"warning: {found.corrupt} corrupt line(s) in {self.path} skipped "
                     f"({found.corrupt_where()}); their items will be done again"
                 )
-            batches = self._plan(found.done_ids())
+            self._check_job(checkpoint)
+            if self.settings.capped:
+                # What a batch costs, known from the batches written: the first batch of
+                # a rerun is reserved for like any other, not started blind.
+                self._batch_cost = max(found.costs(self.settings.cost), default=0.0)
+            if self.settings.max_spend_total is not None:
+                self.summary.spent_before = sum(found.costs(self.settings.cost)) + sum(
+                    self._dead_cost(line) for line in dead_lines(self.path)
+                )
+            batches = self._plan(found.answered())
             folded = (
                 f" ({self.inputs.duplicates} duplicate(s) folded)" if self.inputs.duplicates else ""
             )
+            s = self.summary
             self.echo(
-                f"{self.summary.already_done} already done, {self.summary.to_do} to do in "
-                f"{len(batches)} batches{folded}"
+                f"{s.already_done} already done, {s.to_do} to do in "
+                f"{plural(len(batches), 'batch', 'batches')}{folded}"
             )
+            if s.changed:
+                what = "kept (--keep-changed)" if self.settings.keep_changed else "redone"
+                self.echo(f"{plural(s.changed, 'item')} changed since answered: {what}")
             writer = asyncio.create_task(self._writer(checkpoint))
             try:
                 await self._schedule(batches)
             finally:
                 writer.cancel()
+
+    def _check_job(self, checkpoint: Checkpoint) -> None:
+        """Refuse to mix answers: the job that wrote the checkpoint's answers (its last
+        job line) must be this one, or the change accepted. A checkpoint without a job
+        line (new, or written before job lines were) gets this job's."""
+        if self.job is None:
+            return
+        jobs = checkpoint.found.jobs
+        last = jobs[-1] if jobs else None
+        if last == self.job:
+            return
+        if last is not None:
+            changes = job_changes(last, self.job)
+            if not self.settings.accept_changed:
+                raise ConfigError(
+                    f"{self.path} holds answers made with {changes}: use a new --checkpoint "
+                    "for this job, or --accept-changed to keep the old answers and go on"
+                )
+            self.echo(f"--accept-changed: keeping the answers made with {changes}")
+            checkpoint.append([{"job": self.job, "at": _now_iso()}])  # accepted, for good
+            return
+        # A new job's line goes with its first answer: one that answers nothing (its
+        # endpoint is unreachable) leaves the checkpoint as it found it.
+        self._job_line = encode_line({"job": self.job, "at": _now_iso()})
+
+    def _dead_cost(self, line: dict[str, Any]) -> float:
+        cost = line.get("cost")
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            return float(cost)
+        usage = line.get("usage")
+        return self.settings.cost(usage if isinstance(usage, dict) else {})
 
     async def _schedule(self, batches: list[list[Item]]) -> None:
         s = self.settings
@@ -315,7 +401,7 @@ class BatchRunner:
             # Under a spend cap, one batch at a time until one has shown what a batch
             # costs; then a batch starts only if what is spent, what the batches in flight
             # may cost and what it may cost fit under the cap.
-            limit = s.concurrency if s.max_spend is None or self._batch_cost else 1
+            limit = s.concurrency if not s.capped or self._batch_cost else 1
             while len(running) >= limit and not self._stopping:
                 # Wake on a stop too: the grace period starts when it is asked for, not
                 # when the slowest call in flight happens to return.
@@ -328,13 +414,13 @@ class BatchRunner:
                 done = {task for task in running if task.done()}
                 running -= done
                 _raise_first_error(done, running)
-                limit = s.concurrency if s.max_spend is None or self._batch_cost else 1
+                limit = s.concurrency if not s.capped or self._batch_cost else 1
             if self._stopping:
                 break
             reserve = 0.0
-            if s.max_spend is not None:
+            if s.capped:
                 reserve = self._batch_cost * SPEND_MARGIN
-                if self.summary.spent + self._reserved + reserve > s.max_spend:
+                if self.summary.spent + self._reserved + reserve > self._cap():
                     self.summary.stopped_by = "spend cap"
                     break
                 self._reserved += reserve
@@ -348,6 +434,35 @@ class BatchRunner:
             if late:
                 self.echo(f"{len(late)} batch(es) did not finish in the grace period: not written")
                 await asyncio.gather(*late, return_exceptions=True)
+
+    def _cap(self) -> float:
+        """What this run may still spend under the caps, from 0 (spent by this run)."""
+        s = self.settings
+        caps = [] if s.max_spend is None else [s.max_spend]
+        if s.max_spend_total is not None:
+            caps.append(s.max_spend_total - self.summary.spent_before)
+        return min(caps)
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """``1 batch``, ``2 batches``, ``0 items``."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+def job_changes(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """``--labels spam,ham (this run: positive,negative)``: what differs, for messages."""
+    said = []
+    for name in sorted(old.keys() | new.keys()):
+        was, now = old.get(name), new.get(name)
+        if was == now:
+            continue
+        if name == "prompt":
+            said.append(f"another prompt ({was}; this run: {now})")
+        elif name == "labels":
+            said.append(f"--labels {','.join(was or [])} (this run: {','.join(now or [])})")
+        else:
+            said.append(f"--{name} {was} (this run: {now})")
+    return "; ".join(said)
 
 
 def _raise_first_error(done: set[asyncio.Task[None]], others: set[asyncio.Task[None]]) -> None:

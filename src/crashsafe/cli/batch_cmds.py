@@ -15,11 +15,12 @@ from rich.console import Console
 from rich.table import Table
 
 from crashsafe import aio
+from crashsafe.batch.checkpoint import dead_letter_path
 from crashsafe.batch.items import KeyBy, parse_shard, read_items
 from crashsafe.batch.progress import BatchProgress
-from crashsafe.batch.runner import BatchRunner, BatchSettings, BatchSummary, dead_letter_path
+from crashsafe.batch.runner import BatchRunner, BatchSettings, BatchSummary
 from crashsafe.batch.task import Task, TaskCaller, load_task
-from crashsafe.cli.options import fmt_seconds, serve_until_interrupted
+from crashsafe.cli.options import fmt_seconds, log_options, serve_until_interrupted
 from crashsafe.errors import ConfigError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,13 +48,19 @@ def run_options(f: F) -> F:
         click.option("--grace-seconds", default=30.0, show_default=True,
                      type=click.FloatRange(min=0),
                      help="After Ctrl-C, time for the batches in flight to finish."),
+        click.option("--keep-changed", is_flag=True,
+                     help="Keep the answers of items whose text changed since they were "
+                     "answered (by default they are asked again)."),
+        click.option("--accept-changed", is_flag=True,
+                     help="Go on with a checkpoint answered with other labels, model, "
+                     "prompt or task, keeping its answers."),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)
-    return f
+    return log_options(f)
 
 
-def run_job(task: Task, **opts: Any) -> None:
+def run_job(task: Task, *, job: dict[str, Any] | None = None, **opts: Any) -> None:
     """Read the input, run the job, print the summary and exit with its status."""
     shard = parse_shard(opts["shard"])
     key_by: KeyBy = opts["key_by"]
@@ -77,6 +84,9 @@ def run_job(task: Task, **opts: Any) -> None:
         price_in=opts.get("price_in") or 0.0,
         price_out=opts.get("price_out") or 0.0,
         max_spend=opts.get("max_spend"),
+        max_spend_total=opts.get("max_spend_total"),
+        keep_changed=opts.get("keep_changed", False),
+        accept_changed=opts.get("accept_changed", False),
         backoff_base=opts.get("backoff_base", 1.0),
         stop_after=opts.get("stop_after"),
         grace_seconds=opts.get("grace_seconds", 30.0),
@@ -90,6 +100,7 @@ def run_job(task: Task, **opts: Any) -> None:
         settings,
         echo=lambda line: click.echo(line, err=True),
         handle_signals=opts.get("handle_signals", True),
+        job=job,
     )
     if not opts.get("no_progress") and sys.stderr.isatty():
         priced = bool(settings.price_in or settings.price_out)
@@ -128,11 +139,17 @@ def finish(
         )
         code = 1
     elif summary.stopped_by == "spend cap":
-        click.echo(
-            f"stopped: spend cap {settings.max_spend} reached; raise --max-spend and run the "
-            "same command again to continue.",
-            err=True,
-        )
+        total = settings.max_spend_total
+        if total is not None and (
+            settings.max_spend is None or total - summary.spent_before < settings.max_spend
+        ):
+            cap = (
+                f"total spend cap {total} reached ({summary.spent_before:.4f} spent by earlier "
+                "runs); raise --max-spend-total"
+            )
+        else:
+            cap = f"spend cap {settings.max_spend} reached; raise --max-spend"
+        click.echo(f"stopped: {cap} and run the same command again to continue.", err=True)
         code = EXIT_SPEND_CAP
     if exit_on_end and code == 130:
         # Interrupted: calls abandoned at the end of the grace period may still run on
@@ -166,7 +183,10 @@ def run_cmd(task_target: str, **opts: Any) -> None:
     Kill it at any moment and run the same command again: finished batches are skipped,
     so nothing is paid twice except the batches that were in flight.
     """
-    run_job(load_task(task_target), **opts)
+    where, _, name = task_target.rpartition(":")
+    # A file's task by its file name: the same task run from another folder is the same.
+    named = f"{Path(where).name}:{name}" if where.endswith(".py") else task_target
+    run_job(load_task(task_target), job={"task": named}, **opts)
 
 
 def llm_env(base_url: str | None, model: str | None) -> tuple[str, str, str]:
@@ -190,7 +210,18 @@ def llm_env(base_url: str | None, model: str | None) -> tuple[str, str, str]:
 @click.option("--model", help="Model name (env CRASHSAFE_LLM_MODEL; default gpt-4o-mini).")
 @click.option("--price-in", type=float, default=0.0, help="Price per 1M prompt tokens.")
 @click.option("--price-out", type=float, default=0.0, help="Price per 1M completion tokens.")
-@click.option("--max-spend", type=float, help="Stop scheduling once this run spent this much.")
+@click.option(
+    "--max-spend",
+    type=float,
+    help="Stop scheduling before this run could spend more than this (per run: a rerun "
+    "starts from 0).",
+)
+@click.option(
+    "--max-spend-total",
+    type=float,
+    help="The same for the whole job: what earlier runs spent (kept in the checkpoint) "
+    "counts too, so a crash loop cannot reset it.",
+)
 def classify_cmd(labels: str, base_url: str | None, model: str | None, **opts: Any) -> None:
     """Classify INPUT with an LLM into --labels; the API key comes from OPENAI_API_KEY.
 
@@ -200,10 +231,14 @@ def classify_cmd(labels: str, base_url: str | None, model: str | None, **opts: A
     from crashsafe.batch.llm import Classifier
 
     names = [name.strip() for name in labels.split(",") if name.strip()]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(f"--labels: {', '.join(twice)} given twice; give each label once")
     if len(names) < 2:
         raise ConfigError("--labels: give at least two labels, e.g. positive,negative")
     url, chosen, key = llm_env(base_url, model)
-    run_job(Classifier(labels=names, base_url=url, model=chosen, api_key=key), **opts)
+    classifier = Classifier(labels=names, base_url=url, model=chosen, api_key=key)
+    run_job(classifier, job=classifier.job(), **opts)
 
 
 @batch.command("report")
