@@ -23,6 +23,22 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
     )
 
 
+def exported(db_url: str, *args: str) -> list[dict[str, Any]]:
+    """``crashsafe export --with-meta`` (and ``args``), each line as ``{"key", "id",
+    "version", "gone_at" (in a change feed, for gone ones), "data": the item's fields}``."""
+    out = run_cli("export", "--db", db_url, "--with-meta", *args)
+    assert out.returncode == 0, out.stderr
+    records = []
+    for line in out.stdout.splitlines():
+        row = json.loads(line)
+        meta = {k.removeprefix("_crashsafe_"): row.pop(k) for k in list(row)
+                if k.startswith("_crashsafe_")}  # fmt: skip
+        if meta.get("gone_at") is None:
+            meta.pop("gone_at", None)
+        records.append({**meta, "data": row})
+    return records
+
+
 def start_cli(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [*CLI, *args],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 import signal
 import subprocess
 import time
@@ -50,15 +51,15 @@ def test_crawl_status_export_agree_with_the_server(
 
     catalogue = get_json(f"{site.url}/catalogue")
     out = tmp_path / "out.jsonl"
-    exported = run_cli("export", "--db", db_url, "-o", str(out))
-    assert exported.returncode == 0 and "wrote 30 record(s)" in exported.stderr
+    written = run_cli("export", "--db", db_url, "-o", str(out))
+    assert written.returncode == 0 and "wrote 30 record(s)" in written.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert {r["key"]: r["data"]["price"] for r in rows} == {
+    assert {r["_crashsafe_key"]: r["price"] for r in rows} == {
         k: v["price"] for k, v in catalogue.items()
     }
     as_csv = run_cli("export", "--db", db_url, "--format", "csv")
     parsed = list(csv.DictReader(io.StringIO(as_csv.stdout)))
-    assert len(parsed) == 30 and {"key", "name", "price", "version"} <= set(parsed[0])
+    assert len(parsed) == 30 and list(parsed[0]) == ["name", "price", "_crashsafe_key"]
     future = run_cli("export", "--db", db_url, "--since", "2999-01-01T00:00:00Z")
     assert future.stdout == ""
 
@@ -100,6 +101,31 @@ def test_errors_are_messages_not_tracebacks(tmp_path: Path, db_url: str) -> None
     cases.append((["status", "--db", f"sqlite:///{not_ours}"], "not a crashsafe one"))
     open_store(db_url).close()  # an empty crashsafe database
     cases.append((["status", "--db", db_url, "--crawl", "nope"], "no crawl named 'nope'"))
+    # a folder given as the database; a file where the workers' lock folder goes (#22 6)
+    folder = tmp_path / "folder.db"
+    folder.mkdir()
+    for command in ("crawl", "status"):
+        args = [command, "--db", f"sqlite:///{folder}"]
+        args += ["crashsafe.demo.spider", "--start-url", "http://127.0.0.1:9/"] * (
+            command == "crawl"
+        )
+        cases.append((args, f"{folder} is a folder, not a database file"))
+    with_workers = tmp_path / "locked.db"
+    store = open_store(f"sqlite:///{with_workers}")
+    store.register_worker("c")  # a worker row (dead once closed) and its lock folder
+    store.close()
+    shutil.rmtree(tmp_path / "locked.db-workers", ignore_errors=True)
+    (tmp_path / "locked.db-workers").write_text("not a folder")
+    for command in (
+        ["status"],
+        ["crawl", "crashsafe.demo.spider", "--start-url", "http://127.0.0.1:9/"],
+    ):
+        cases.append(
+            (
+                [*command, "--db", f"sqlite:///{with_workers}"],
+                "locked.db-workers is a file where crashsafe needs a folder",
+            )
+        )
     for args, message in cases:
         result = run_cli(*args)
         assert result.returncode == 1, (args, result.stderr)

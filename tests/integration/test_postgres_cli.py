@@ -65,3 +65,17 @@ def test_the_environment_names_the_database(pg_url: str) -> None:
     env = {**cli_env(), "CRASHSAFE_DB": pg_url}
     out = subprocess.run([*CLI, "status"], capture_output=True, text=True, env=env)
     assert out.returncode == 1 and "holds no crashsafe data" in out.stderr, out.stderr
+
+
+def test_a_server_that_takes_no_writes_is_named_as_such_to_a_crawl(
+    shop: Callable[..., ShopThread], pg_url: str
+) -> None:
+    site = shop(listings=1, per_listing=1)
+    assert run_cli(*crawl_args(site, pg_url)).returncode == 0  # the schema exists
+    # as a standby replica, or a database set default_transaction_read_only
+    read_only = pg_url + "&options=-c%20default_transaction_read_only%3Don"
+    crawled = run_cli(*crawl_args(site, read_only))
+    assert crawled.returncode == 1 and "Traceback" not in crawled.stderr
+    assert "the server takes no writes" in crawled.stderr, crawled.stderr
+    assert "this command only reads" not in crawled.stderr  # (it said so, #22 item 6)
+    assert run_cli("status", "--db", read_only).returncode == 0  # reading is fine

@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable
 
 from crashsafe.demo.shop import ShopThread, discontinued, product, sku
-from tests.helpers import run_cli
+from tests.helpers import exported, run_cli
 from tests.integration.test_cli import crawl_args
 
 
@@ -42,10 +42,8 @@ def test_recrawl_finds_exactly_the_changed_prices_and_the_gone_products(
         in second.stderr
     )
 
-    feed = run_cli(
-        "export", "--db", any_db_url, "--since", "last-pass", "--changed-only"
-    ).stdout.splitlines()
-    rows = {r["key"]: r for r in map(json.loads, feed)}
+    feed = exported(any_db_url, "--since", "last-pass", "--changed-only")
+    rows = {r["key"]: r for r in feed}
     assert set(rows) == changed | gone
     for key in changed:
         n = int(key.removeprefix("SKU-"))
@@ -53,7 +51,7 @@ def test_recrawl_finds_exactly_the_changed_prices_and_the_gone_products(
         assert rows[key]["data"]["price"] == product(n, 1)["price"]
     assert all(rows[key]["version"] == 2 and rows[key]["gone_at"] for key in gone)
 
-    live = [json.loads(line) for line in run_cli("export", "--db", any_db_url).stdout.splitlines()]
+    live = exported(any_db_url)
     assert len(live) == 100 - len(gone)
     assert all(r["version"] == 1 for r in live if r["key"] not in changed)
 
@@ -63,4 +61,6 @@ def test_recrawl_finds_exactly_the_changed_prices_and_the_gone_products(
     assert effects["changed_last_pass"] == len(changed) + len(gone)
     assert effects["events"] == 100 + len(changed) + len(gone)
     assert status["records"] == 100 - len(gone)
-    assert "passes, versions" in run_cli("status", "--db", any_db_url).stdout
+    assert "passes, versions" in run_cli("status", "--db", any_db_url, "--wide").stdout
+    compact = run_cli("status", "--db", any_db_url).stdout
+    assert "passes    2, the last begun" in compact and f"{len(gone)} gone" in compact

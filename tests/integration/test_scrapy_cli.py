@@ -15,7 +15,7 @@ from tests.integration.test_cli import crawl_args
 SPIDER = str(Path(__file__).resolve().parents[2] / "examples" / "shop.py")
 
 
-def test_crawl_o_writes_the_records_at_the_end_and_refuses_to_overwrite(
+def test_crawl_o_writes_the_records_at_the_end_and_again_whole(
     shop: Callable[..., ShopThread], db_url: str, tmp_path: Path
 ) -> None:
     site = shop(listings=2, per_listing=3)
@@ -24,11 +24,10 @@ def test_crawl_o_writes_the_records_at_the_end_and_refuses_to_overwrite(
     assert done.returncode == 0, done.stderr
     assert "wrote 6 record(s)" in done.stderr
     rows = list(csv.DictReader(out.open()))
-    assert sorted(r["key"] for r in rows) == sorted(get_skus(site))
-    # -o again: refused before any work, the file kept; -O replaces it.
+    assert sorted(r["_crashsafe_key"] for r in rows) == sorted(get_skus(site))
+    # -o again (a cron line run as it is): the file written again, whole, from the store
     again = run_cli(*crawl_args(site, db_url, "-o", str(out)))
-    assert again.returncode == 1
-    assert "exists: -O" in again.stderr and "Traceback" not in again.stderr
+    assert again.returncode == 0, again.stderr
     assert len(list(csv.DictReader(out.open()))) == 6
     as_json = tmp_path / "out.json"
     replaced = run_cli(*crawl_args(site, db_url, "-O", str(as_json)))

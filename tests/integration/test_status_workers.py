@@ -35,7 +35,10 @@ def test_status_lists_live_and_dead_workers(
         assert worker["alive"] and worker["crawl"] == "demo-shop" and worker["host"]
         assert worker["pid"] == proc.pid and worker["started_at"].startswith("20")
         assert worker["leases"] == 1 and worker["pages"] > 0
-        table = run_cli("status", "--db", any_db_url).stdout
+        compact = run_cli("status", "--db", any_db_url).stdout
+        assert "workers   1 alive, 0 dead" in compact and f"pid {worker['pid']}: alive" in compact
+        assert max(len(line) for line in compact.splitlines()) <= 80  # (#23 item 3)
+        table = run_cli("status", "--db", any_db_url, "--wide").stdout
         assert "workers" in table and "leases held" in table and str(worker["pid"]) in table
     finally:
         proc.send_signal(signal.SIGKILL)

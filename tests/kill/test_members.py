@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from crashsafe.demo.members import MembersOptions, MembersThread
-from tests.helpers import CLI, cli_env, get_json, reaped, run_cli, wait_for
+from tests.helpers import CLI, cli_env, exported, get_json, reaped, run_cli, wait_for
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "members.py")
 CONCURRENCY = 4
@@ -59,8 +59,7 @@ def server_log(site: MembersThread) -> list[str]:
 
 
 def stored(db_url: str) -> list[dict[str, Any]]:
-    out = run_cli("export", "--db", db_url).stdout
-    return [json.loads(line) for line in out.splitlines()]
+    return exported(db_url)
 
 
 def expected(site: MembersThread) -> dict[str, Any]:

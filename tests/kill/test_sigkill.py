@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from crashsafe.demo.shop import ShopThread
-from tests.helpers import get_json, run_cli, start_cli, wait_for
+from tests.helpers import exported, get_json, run_cli, start_cli, wait_for
 from tests.integration.test_cli import crawl_args
 
 CONCURRENCY = 8
@@ -47,8 +47,7 @@ def test_five_sigkills_then_exactly_500_correct_records(
     assert final.returncode == 0, final.stderr
 
     [row] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
-    exported = run_cli("export", "--db", db_url).stdout.splitlines()
-    records = [json.loads(line) for line in exported]
+    records = exported(db_url)
     catalogue = get_json(f"{site.url}/catalogue")
     server = get_json(f"{site.url}/stats")
 

@@ -18,7 +18,7 @@ import pytest
 
 from crashsafe.demo.shop import ShopThread
 from tests import pg
-from tests.helpers import get_json, run_cli, start_cli, wait_for
+from tests.helpers import exported, get_json, run_cli, start_cli, wait_for
 from tests.integration.test_cli import crawl_args
 
 pytestmark = pytest.mark.skipif(
@@ -40,7 +40,7 @@ def alive(pid: int) -> bool:
 
 
 def check_catalogue(site: ShopThread, db_url: str) -> dict:  # type: ignore[type-arg]
-    records = [json.loads(line) for line in run_cli("export", "--db", db_url).stdout.splitlines()]
+    records = exported(db_url)
     catalogue = get_json(f"{site.url}/catalogue")
     assert len(records) == len(catalogue)
     assert {r["key"]: r["data"] for r in records} == {

@@ -17,7 +17,7 @@ import pytest
 
 from crashsafe.demo.shop import ShopThread
 from crashsafe.store import open_store
-from tests.helpers import cli_env, get_json, reaped, run_cli, wait_for
+from tests.helpers import cli_env, exported, get_json, reaped, run_cli, wait_for
 
 if os.environ.get("CI") != "true":  # in CI the adapter is tested, never skipped
     pytest.importorskip("scrapy", reason="the Scrapy adapter needs crashsafe[scrapy]")
@@ -49,8 +49,7 @@ def pipeline_items(log: Path) -> list[dict[str, Any]]:
 
 
 def stored(db_url: str) -> dict[str, Any]:
-    out = run_cli("export", "--db", db_url).stdout
-    return {r["key"]: r["data"] for r in map(json.loads, out.splitlines())}
+    return {r["key"]: r["data"] for r in exported(db_url)}
 
 
 def truth(site: ShopThread) -> dict[str, dict[str, str]]:
@@ -313,7 +312,6 @@ def test_a_recrawl_under_the_adapter_versions_changes_and_marks_gone(
     gone = {sku(n) for n in range(60) if discontinued(n, 1)}
     changed = {sku(n) for n in range(60) if product(n, 1) != product(n)} - gone
     assert gone and changed  # round 1 has both among 60 products
-    feed = run_cli("export", "--db", db, "--since", "last-pass", "--changed-only")
-    rows = {r["key"]: r for r in map(json.loads, feed.stdout.splitlines())}
+    rows = {r["key"]: r for r in exported(db, "--since", "last-pass", "--changed-only")}
     assert {k for k, r in rows.items() if "gone_at" in r} == gone
     assert {k for k, r in rows.items() if "gone_at" not in r} == changed

@@ -16,7 +16,7 @@ from crashsafe.errors import CrashsafeError
 # so `crashsafe crawl` does not pay for the batch machinery's imports (nor the reverse).
 COMMANDS = {
     "crawl": "crawl_cmds:crawl",
-    "status": "crawl_cmds:status",
+    "status": "status_cmd:status",
     "failed": "failed_cmds:failed",
     "retry": "failed_cmds:retry",
     "export": "export_cmd:export",
@@ -53,10 +53,12 @@ def cli() -> None:
 
 def main() -> None:
     from crashsafe.cli.pipes import PipeSafe
+    from crashsafe.logs import configure
 
     # A reader that goes away (`| head`) must not end a job half-way through its work.
     sys.stdout = PipeSafe(sys.stdout)
     sys.stderr = PipeSafe(sys.stderr)
+    configure("INFO", "text")  # commands with --log-level / --log-format set their own
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:

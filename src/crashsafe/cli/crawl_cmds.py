@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import os
 import signal
 import socket
@@ -16,16 +14,23 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from crashsafe import aio
-from crashsafe.cli.effects_cmds import run_line
-from crashsafe.cli.options import db_option, fmt_seconds, group_errors, iso_time, open_db
+from crashsafe.cli.common import run_line
+from crashsafe.cli.options import (
+    clock_time,
+    db_option,
+    fmt_seconds,
+    group_errors,
+    log_options,
+    open_db,
+    say,
+)
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.errors import ConfigError
-from crashsafe.store import CrawlStats, HighWater, Store, WorkerInfo, masked
+from crashsafe.store import HighWater, Store, Waiting, masked
+from crashsafe.store.liveness import new_run_id
 from crashsafe.text import printable
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from crashsafe.cli.export_cmd import Feed
     from crashsafe.crawl.engine import CrawlResult
 
@@ -55,6 +60,8 @@ def summary(result: CrawlResult) -> str:
         extra += f"; {s.stale:,} stale commits refused (a worker paused past its lease)"
     if s.links_skipped:
         extra += f"; {s.links_skipped:,} malformed or unsupported links skipped"
+    if s.links_cut:
+        extra += f"; {s.links_cut:,} links beyond max_links_per_page not followed"
     return (
         f"{s.crawl}: {s.done:,} pages done, {s.failed:,} failed, {s.records:,} records; "
         f"{s.requests:,} requests ({s.retries:,} retries, {s.repeated:,} repeated after "
@@ -62,14 +69,32 @@ def summary(result: CrawlResult) -> str:
     )
 
 
+#: Exit statuses of ``crawl`` (docs/production.md): 1 is an error that stopped the run, 2 a
+#: usage error (click's), 130 an interruption.
+EXIT_FAILED_PAGES = 4  # complete, but some URLs are in the dead letter
+EXIT_WAITING = 5  # stopped waiting: all that is left waits on unreachable origins
+
+
+def waiting_line(w: Waiting, now: float | None = None) -> str:
+    """``1 page waits for robots.txt of http://h:8009: connection refused since 06:31
+    UTC, next try 06:33 UTC``."""
+    pages = "1 page waits" if w.pages == 1 else f"{w.pages:,} pages wait"
+    when = clock_time(w.since)
+    next_try = "" if w.next_try is None else f", next try {clock_time(w.next_try)}"
+    return printable(f"{pages} for robots.txt of {w.origin}: {w.why or 'unreachable'} "
+                     f"since {when}{next_try}")  # fmt: skip
+
+
 def report_result(result: CrawlResult, db_url: str, this_run: str | None = None) -> None:
-    """Print how the run ended and exit accordingly: 130 interrupted; 1 when the crawl
-    stored nothing while URLs failed (every page failed, the start URLs unreachable, a
-    spider that yields what cannot be stored); 0 otherwise."""
+    """Print how the run ended and exit accordingly (docs/production.md): 130
+    interrupted; 5 stopped waiting on unreachable origins; 1 when the crawl stored
+    nothing while URLs failed (every page failed, the start URLs unreachable, a spider
+    that yields what cannot be stored); 4 complete with URLs in the dead letter; 0
+    complete."""
     s = result.stats
-    click.echo(summary(result), err=True)
+    say(summary(result))
     if this_run is not None:
-        click.echo(f"  {this_run}", err=True)
+        say(f"  {this_run}")
     if s.failed:
         store = open_db(db_url, readonly=True)
         try:
@@ -77,21 +102,32 @@ def report_result(result: CrawlResult, db_url: str, this_run: str | None = None)
         finally:
             store.close()
         for count, error, example in groups[:3]:
-            click.echo(printable(f"  {count:,} failed: {error} (e.g. {example})"), err=True)
+            say(printable(f"  {count:,} failed: {error} (e.g. {example})"))
         if len(groups) > 3:
-            click.echo(f"  ... and {len(groups) - 3} other error(s)", err=True)
-        click.echo(
+            say(f"  ... and {len(groups) - 3} other error(s)")
+        say(
             f"{s.failed} URL(s) failed: see `crashsafe failed --group --db {masked(db_url)}`, "
-            f"re-queue with `crashsafe retry --db {masked(db_url)}`.",
-            err=True,
+            f"re-queue with `crashsafe retry --db {masked(db_url)}`."
         )
     if result.interrupted:
-        click.echo(INTERRUPTED, err=True)
+        say(INTERRUPTED)
         sys.exit(130)
+    if result.gave_up:
+        after = f" after {fmt_seconds(result.waited)}" if result.waited else ""
+        for w in result.gave_up:
+            say(f"  {waiting_line(w)}")
+        say(
+            f"Stopped waiting{after}: every page left waits for the robots.txt of "
+            "an origin that cannot be reached (above); they stay pending. Run the same "
+            f"command again later to resume (exit status {EXIT_WAITING})."
+        )
+        sys.exit(EXIT_WAITING)
     if s.failed and (not s.records or not s.done):
         what = "no page was crawled" if not s.done else "no record was stored"
-        click.echo(f"Error: {what} while {s.failed} URL(s) failed (above).", err=True)
+        say(f"Error: {what} while {s.failed} URL(s) failed (above).")
         sys.exit(1)
+    if s.failed:
+        sys.exit(EXIT_FAILED_PAGES)
 
 
 @click.command()
@@ -136,7 +172,9 @@ def report_result(result: CrawlResult, db_url: str, this_run: str | None = None)
 )
 @click.option("--store-fd", type=int, hidden=True)  # a worker of --workers: its store socket
 @click.option("--parent-fd", type=int, hidden=True)  # a worker of --workers: see workers.py
+@click.option("--run-id", hidden=True)  # a worker of --workers: the command's run
 @click.option("--no-progress", is_flag=True, help="No live progress line.")
+@log_options
 def crawl(
     spider: str,
     db_url: str,
@@ -152,6 +190,7 @@ def crawl(
     warc_dir: str | None,
     store_fd: int | None,
     parent_fd: int | None,
+    run_id: str | None,
     no_progress: bool,
 ) -> None:
     """Crawl with SPIDER (path/file.py[:Class] or module:Class) until nothing is left.
@@ -183,8 +222,10 @@ def crawl(
     settings = spider_cls.crawl_settings(**overrides)
     progress = not no_progress and sys.stderr.isatty()
     store = open_db(db_url, create=True)
-    # (a worker of --workers reports nothing: the command that started it does)
-    before = store.high_water() if parent_fd is None else None
+    # This run's id leads its workers' owner ids: "this run" counts their work alone.
+    # (A worker of --workers reports nothing: the command that started it does.)
+    run = run_id or new_run_id()
+    before = store.high_water(run) if parent_fd is None else None
     if workers > 1:
         if os.name != "posix":
             store.close()
@@ -198,6 +239,9 @@ def crawl(
         args += [
             f"--{flag.get(k, k).replace('_', '-')}={v}" for k, v in options.items() if v is not None
         ]
+        logging = click.get_current_context().meta
+        args += [f"--run-id={run}", f"--log-level={logging.get('log_level', 'INFO')}"]
+        args += [f"--log-format={logging.get('log_format', 'text')}"]
         with contextlib.closing(store):
             run_as_workers(store, spider_cls.name, workers, args, progress, feed, before)
         return
@@ -209,14 +253,15 @@ def crawl(
             start_urls=list(start_urls) or None,
             progress=progress,
             store_server=None if store_fd is None else socket.socket(fileno=store_fd),
+            run=run,
         )
         result = aio.run(crawler.run())
         this_run = None if before is None else run_line(store.since(spider_cls.name, before))
     finally:
         store.close()
     if parent_fd is not None:  # a worker: the command that started it reports
-        sys.exit(130 if result.interrupted else 0)
-    if feed is not None and not result.interrupted:
+        sys.exit(130 if result.interrupted else EXIT_WAITING if result.gave_up else 0)
+    if feed is not None and not result.interrupted and not result.gave_up:
         feed.write(db_url, spider_cls.name)
     report_result(result, db_url, this_run)
 
@@ -243,123 +288,21 @@ def run_as_workers(
     # A worker exits 130 after a Ctrl-C; a second Ctrl-C may catch it after its own
     # handler is gone, and the signal itself ends it: an interruption too, not a failure.
     interrupted = {130, -signal.SIGINT, -signal.SIGTERM}
-    broken = [(i, code) for i, code in enumerate(codes, 1) if code not in interrupted | {0}]
+    ended = interrupted | {0, EXIT_WAITING}
+    broken = [(i, code) for i, code in enumerate(codes, 1) if code not in ended]
     for i, code in broken:
         was = "was " if code < 0 else ""  # "was killed by signal 9", "exited with code 1"
         click.echo(f"worker {i} of {n} {was}{how_it_ended(code)}", err=True)
     stopped = any(code in interrupted for code in codes)
-    result = CrawlResult(stopped, time.monotonic() - started, stats)
+    gave_up: tuple[Waiting, ...] = ()
+    if not stopped and EXIT_WAITING in codes:
+        gave_up = tuple(w for w in store.waiting(crawl) if w.pages)
+    result = CrawlResult(stopped, time.monotonic() - started, stats, gave_up)
     # A worker ends with 0 only once the whole crawl is complete (or it is interrupted).
-    if broken and not stopped and 0 not in codes:
+    if broken and not stopped and 0 not in codes and not gave_up:
         click.echo(summary(result), err=True)
         click.echo("Run the same command again to resume.", err=True)
         sys.exit(1)
-    if feed is not None and not stopped:
+    if feed is not None and not stopped and not gave_up:
         feed.write(store.url, crawl)
     report_result(result, store.url, this_run)
-
-
-def stats_table(rows: list[CrawlStats]) -> Table:
-    from rich.table import Table
-
-    table = Table(title="crawls")
-    cols = ["crawl", "pending", "leased", "done", "failed", "records", "lease grants"]
-    cols += ["requests", "retries", "repeated", "stale commits refused", "links skipped"]
-    cols += ["requests/record"]
-    for col in cols:
-        table.add_column(col, justify="left" if col == "crawl" else "right")
-    for s in rows:
-        rpr = f"{s.requests_per_record:.3f}" if s.requests_per_record is not None else "-"
-        table.add_row(
-            s.crawl,
-            *(f"{v:,}" for v in (s.pending, s.leased, s.done, s.failed, s.records)),
-            *(f"{v:,}" for v in (s.lease_grants, s.requests, s.retries, s.repeated)),
-            *(f"{v:,}" for v in (s.stale, s.links_skipped)),
-            rpr,
-        )
-    return table
-
-
-def workers_table(workers: list[WorkerInfo]) -> Table:
-    from rich.table import Table
-
-    table = Table(title="workers")
-    for col in ["crawl", "host", "pid", "started", "alive", "leases held", "pages committed"]:
-        table.add_column(col, justify="right" if col in {"pid", "leases held"} else "left")
-    for w in workers:
-        alive = "yes" if w.alive else "no (dead: its leases come back at the next claim)"
-        table.add_row(
-            w.crawl, printable(w.host), str(w.pid), iso_time(w.started_at), alive,
-            f"{w.leases:,}", f"{w.pages:,}",
-        )  # fmt: skip
-    return table
-
-
-def crawl_names(store: Store, crawl: str | None) -> list[str]:
-    names = store.crawls()
-    if crawl is not None:
-        if crawl not in names:
-            raise ConfigError(
-                f"no crawl named {crawl!r} in {masked(store.url)}; it has: {names or 'none'}"
-            )
-        return [crawl]
-    return names
-
-
-def one_crawl(store: Store, crawl: str | None) -> str:
-    """The crawl a command that works on one crawl is about: ``--crawl``, or the only one."""
-    names = crawl_names(store, crawl)
-    if not names:
-        raise ConfigError(f"{masked(store.url)} holds no crawl yet: run `crashsafe crawl` first")
-    if len(names) > 1:
-        raise ConfigError(
-            f"{masked(store.url)} has {len(names)} crawls ({', '.join(names)}): choose one "
-            "with --crawl"
-        )
-    return names[0]
-
-
-@click.command()
-@db_option()
-@click.option("--crawl", "crawl_name", help="Only this crawl.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def status(db_url: str, crawl_name: str | None, as_json: bool) -> None:
-    """Per crawl: URLs by state, records, lease grants, requests and repeats; passes,
-    record versions, gone records, files and webhook deliveries; and the workers: alive,
-    or dead while still holding leases."""
-    from crashsafe.cli.effects_cmds import effects_table
-
-    store = open_db(db_url, readonly=True)
-    try:
-        names = crawl_names(store, crawl_name)
-        rows = [store.stats(name) for name in names]
-        effects = [store.effect_stats(name) for name in names]
-        workers = store.workers(crawl_name)
-    finally:
-        store.close()
-    if as_json:
-        out = []
-        for s, e in zip(rows, effects, strict=True):
-            item = {k: getattr(s, k) for k in s.__dataclass_fields__}
-            item["effects"] = dataclasses.asdict(e)
-            if e.last_pass_at is not None:  # ISO, as every other time in the output
-                item["effects"]["last_pass_at"] = iso_time(e.last_pass_at)
-            item["known"], item["requests_per_record"] = s.known, s.requests_per_record
-            item["workers"] = [
-                {**dataclasses.asdict(w), "started_at": iso_time(w.started_at)}
-                for w in workers
-                if w.crawl == s.crawl
-            ]
-            out.append(item)
-        click.echo(json.dumps(out, indent=2))
-    elif not rows:
-        click.echo(f"no crawls in {masked(db_url)}")
-    else:
-        # Piped output keeps whole column names instead of the 80-column default.
-        from rich.console import Console
-
-        console = Console(width=None if sys.stdout.isatty() else 160)
-        console.print(stats_table(rows))
-        console.print(effects_table(effects))
-        if workers:
-            console.print(workers_table(workers))

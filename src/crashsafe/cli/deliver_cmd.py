@@ -11,9 +11,15 @@ from urllib.parse import urlsplit
 import click
 
 from crashsafe import aio
-from crashsafe.cli.crawl_cmds import one_crawl
-from crashsafe.cli.effects_cmds import parse_duration
-from crashsafe.cli.options import db_option, fmt_seconds, iso_time, open_db, short_error
+from crashsafe.cli.common import one_crawl, parse_duration
+from crashsafe.cli.options import (
+    db_option,
+    fmt_seconds,
+    iso_time,
+    log_options,
+    open_db,
+    short_error,
+)
 from crashsafe.errors import ConfigError
 from crashsafe.store import Store, masked
 from crashsafe.text import printable
@@ -103,6 +109,7 @@ def _list_failed(store: Store, crawl: str, webhook: str | None) -> None:
     is_flag=True,
     help="Forget the --webhook endpoint and its deliveries (a mistyped URL), then exit.",
 )
+@log_options
 def deliver(
     db_url: str,
     crawl_name: str | None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from crashsafe.cli.crawl_cmds import crawl_names
+from crashsafe.cli.common import crawl_names
 from crashsafe.cli.options import db_option, group_errors, open_db, short_error
 from crashsafe.store import masked
 from crashsafe.text import printable

@@ -29,12 +29,72 @@ def db_option() -> Callable[[F], F]:
     )
 
 
+def log_options(f: F) -> F:
+    """``--log-level``/``-L``/``--loglevel`` (Scrapy's spellings) and ``--log-format``:
+    Python logging to stderr, configured before the command runs (crashsafe/logs.py)."""
+
+    def configure(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        from crashsafe.logs import configure as configure_logging
+
+        ctx.meta[f"log_{param.name}"] = value
+        level = ctx.meta.get("log_level", "INFO")
+        fmt = ctx.meta.get("log_format", "text")
+        configure_logging(level, fmt)
+        return value
+
+    f = click.option(
+        "-L",
+        "--log-level",
+        "--loglevel",
+        "level",
+        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+        default="INFO",
+        show_default=True,
+        expose_value=False,
+        callback=configure,
+        help="Log lines at this level and above (DEBUG: one line per request).",
+    )(f)
+    return click.option(
+        "--log-format",
+        "format",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        expose_value=False,
+        callback=configure,
+        help="json: one JSON object per line (time, level, logger, message, fields).",
+    )(f)
+
+
+def say(line: str) -> None:
+    """A line of a command's own report, on stderr: as it is, or as a JSON log line
+    (logger ``crashsafe``) under ``--log-format json``."""
+    from crashsafe.logs import json_lines
+
+    if json_lines():
+        import logging
+
+        logging.getLogger("crashsafe").info(line)
+    else:
+        click.echo(line, err=True)
+
+
 def open_db(url: str, *, create: bool = False, readonly: bool = False) -> Store:
     """Open the store; commands other than ``crawl`` refuse a database that is not there,
     and commands that only read open it ``readonly`` (they never write nor migrate)."""
     from crashsafe.store import open_store
 
     return open_store(url, create=create, readonly=readonly)
+
+
+def clock_time(ts: float) -> str:
+    """``06:31 UTC``: a time of today as people read it in a line (the date when not
+    today)."""
+    from datetime import UTC, datetime
+
+    when = datetime.fromtimestamp(ts, UTC)
+    today = datetime.now(UTC).date()
+    return when.strftime("%H:%M:%S UTC" if when.date() == today else "%Y-%m-%d %H:%M UTC")
 
 
 def fmt_seconds(seconds: float) -> str:

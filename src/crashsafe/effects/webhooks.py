@@ -177,12 +177,14 @@ def event_body(
     try:
         return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError:
-        # What orjson refuses and JSON can say: integers beyond 64 bits (PostgreSQL's
-        # jsonb reads 1e20 back as one), nesting deeper than 254. The same bytes on every
+        # What orjson refuses and JSON can say: integers beyond 64 bits, nesting deeper
+        # than 254, lone surrogates. The same bytes on every
         # attempt all the same: sorted keys, no spaces.
-        return json.dumps(
-            payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        ).encode()
+        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        try:
+            return text.encode()
+        except UnicodeEncodeError:  # lone surrogates, which UTF-8 cannot carry: escaped
+            return json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
 
 
 @dataclass(frozen=True)

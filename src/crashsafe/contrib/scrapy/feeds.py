@@ -12,20 +12,17 @@ writes nothing: the run that completes it does.
 
 from __future__ import annotations
 
-import csv
-import json
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from scrapy import Spider, signals
 from scrapy.crawler import Crawler
 
 from crashsafe.contrib.scrapy.frontier import logger
+from crashsafe.exports import write_rows
 from crashsafe.files import atomic_text
 from crashsafe.store import open_store
-from crashsafe.text import csv_cell
 
 FORMATS = {"jsonlines": "jsonl", "jsonl": "jsonl", "jl": "jsonl", "json": "json", "csv": "csv"}
 
@@ -38,35 +35,6 @@ def local_path(uri: str) -> Path | None:
     if parts.scheme and len(parts.scheme) > 1:  # (a Windows drive letter is one letter)
         return None
     return Path(uri)
-
-
-def write_items(items: Iterator[Any], fmt: str, out: IO[str]) -> int:
-    """Items (JSON values) in ``fmt``; CSV cells a spreadsheet would run are neutralised."""
-    n = 0
-    if fmt == "csv":
-        rows = list(items)
-        fields = list(dict.fromkeys(k for row in rows if isinstance(row, dict) for k in row))
-        writer = csv.writer(out)
-        writer.writerow(fields)
-        for row in rows:
-            data = row if isinstance(row, dict) else {}
-            cells = [data.get(f) for f in fields]
-            writer.writerow(
-                [csv_cell(json.dumps(c) if isinstance(c, dict | list) else c) for c in cells]
-            )
-        return len(rows)
-    if fmt == "json":
-        out.write("[")
-    for item in items:
-        line = json.dumps(item, ensure_ascii=False)
-        if fmt == "json":
-            out.write(("\n" if n == 0 else ",\n") + line)
-        else:
-            out.write(line + "\n")
-        n += 1
-    if fmt == "json":
-        out.write("\n]\n")
-    return n
 
 
 class CrashsafeFeeds:
@@ -104,14 +72,8 @@ class CrashsafeFeeds:
     def _write(db: str, crawl: str, path: Path, fmt: str) -> None:
         store = open_store(db, create=False, readonly=True)
         try:
-            records = store.iter_records(crawl)
-            try:
-                with atomic_text(path) as out:
-                    n = write_items((r.data for r in records), fmt, out)
-            finally:
-                close = getattr(records, "close", None)
-                if close is not None:
-                    close()
+            with atomic_text(path) as out:
+                written = write_rows(lambda: (r.data for r in store.iter_records(crawl)), out, fmt)
         finally:
             store.close()
-        logger.info("wrote %d item(s) to %s from the crashsafe store", n, path)
+        logger.info("wrote %d item(s) to %s from the crashsafe store", written.rows, path)

@@ -179,7 +179,12 @@ class Frontier:
             )
         source = self.crawl_name
         return RecordRow.build(
-            id=record_id(source, str(key)), source=source, key=str(key), url=url, data=data
+            id=record_id(source, str(key)),
+            source=source,
+            key=str(key),
+            url=url,
+            data=data,
+            is_item=True,
         )
 
     def item_done(self, item: Any, response: Any, *, keep: bool) -> None:

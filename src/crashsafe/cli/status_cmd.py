@@ -1,0 +1,197 @@
+"""status: what a database's crawls hold and do, computed from stored rows.
+
+Compact by default (one block per crawl, fit for an 80-column terminal); ``--wide``
+gives the full tables; ``--json`` everything, for machines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from crashsafe.cli.common import crawl_names
+from crashsafe.cli.crawl_cmds import waiting_line
+from crashsafe.cli.options import db_option, iso_time, open_db
+from crashsafe.store import CrawlStats, EffectStats, Waiting, WorkerInfo, masked
+from crashsafe.text import printable
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+
+def stats_table(rows: list[CrawlStats]) -> Table:
+    from rich.table import Table
+
+    table = Table(title="crawls")
+    cols = ["crawl", "pending", "leased", "done", "failed", "records", "lease grants"]
+    cols += ["requests", "retries", "repeated", "stale commits refused", "links skipped"]
+    cols += ["links cut"]
+    cols += ["requests/record"]
+    for col in cols:
+        table.add_column(col, justify="left" if col == "crawl" else "right")
+    for s in rows:
+        rpr = f"{s.requests_per_record:.3f}" if s.requests_per_record is not None else "-"
+        table.add_row(
+            s.crawl,
+            *(f"{v:,}" for v in (s.pending, s.leased, s.done, s.failed, s.records)),
+            *(f"{v:,}" for v in (s.lease_grants, s.requests, s.retries, s.repeated)),
+            *(f"{v:,}" for v in (s.stale, s.links_skipped, s.links_cut)),
+            rpr,
+        )
+    return table
+
+
+def workers_table(workers: list[WorkerInfo]) -> Table:
+    from rich.table import Table
+
+    table = Table(title="workers")
+    for col in ["crawl", "host", "pid", "started", "alive", "leases held", "pages committed"]:
+        table.add_column(col, justify="right" if col in {"pid", "leases held"} else "left")
+    for w in workers:
+        alive = "yes" if w.alive else "no (dead: its leases come back at the next claim)"
+        table.add_row(
+            w.crawl, printable(w.host), str(w.pid), iso_time(w.started_at), alive,
+            f"{w.leases:,}", f"{w.pages:,}",
+        )  # fmt: skip
+    return table
+
+
+def effects_table(rows: list[EffectStats]) -> Table:
+    from rich.table import Table
+
+    table = Table(title="passes, versions, files and webhooks")
+    cols = ["crawl", "passes", "last pass began", "versions", "changed records"]
+    cols += ["changed in last pass", "gone", "files", "events"]
+    cols += ["deliveries pending", "delivered", "failed"]
+    for col in cols:
+        table.add_column(col, justify="left" if col in {"crawl", "last pass began"} else "right")
+    for e in rows:
+        d = e.deliveries
+        began = "-" if e.last_pass_at is None else iso_time(e.last_pass_at)
+        table.add_row(
+            e.crawl, f"{e.passes:,}", began,
+            *(f"{v:,}" for v in (e.versions, e.records_changed, e.changed_last_pass, e.gone)),
+            f"{e.files:,} ({e.file_bytes:,} B)", f"{e.events:,}",
+            *(f"{v:,}" for v in (d.get("pending", 0) + d.get("leased", 0),
+                                  d.get("delivered", 0), d.get("failed", 0))),
+        )  # fmt: skip
+    return table
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n:,} {what}"
+
+
+def compact(
+    s: CrawlStats, e: EffectStats, waiting: list[Waiting], workers: list[WorkerInfo]
+) -> str:
+    """One crawl as a block of short lines (what an 80-column terminal shows whole)."""
+    lines = [s.crawl]
+    pages = f"{s.known:,} known: {s.done:,} done, {s.pending:,} pending, {s.leased:,} leased"
+    lines.append(f"  pages     {pages}, {s.failed:,} failed")
+    rpr = "" if s.requests_per_record is None else f", {s.requests_per_record:.2f} per record"
+    lines.append(f"  records   {s.records:,} ({e.versions:,} versions, {e.gone:,} gone){rpr}")
+    repeats = f"{s.retries:,} retries, {s.repeated:,} repeated after crashes"
+    if s.stale:
+        repeats += f", {s.stale:,} stale commits refused"
+    lines.append(f"  requests  {s.requests:,} ({repeats})")
+    if s.links_skipped or s.links_cut:
+        lines.append(
+            f"  links     {s.links_skipped:,} malformed or unsupported, skipped; "
+            f"{s.links_cut:,} beyond max_links_per_page, not followed"
+        )
+    if e.passes > 1 and e.last_pass_at is not None:
+        lines.append(
+            f"  passes    {e.passes:,}, the last begun {iso_time(e.last_pass_at)}: "
+            f"{e.changed_last_pass:,} changed since"
+        )
+    if e.files:
+        lines.append(f"  files     {e.files:,} ({e.file_bytes:,} bytes)")
+    d = e.deliveries
+    if d:
+        pending = d.get("pending", 0) + d.get("leased", 0)
+        lines.append(
+            f"  webhooks  {e.events:,} events: {pending:,} pending, "
+            f"{d.get('delivered', 0):,} delivered, {d.get('failed', 0):,} failed"
+        )
+    for held in waiting:
+        if held.pages:
+            lines.append(f"  waiting   {waiting_line(held)}")
+    mine = [w for w in workers if w.crawl == s.crawl]
+    if mine:
+        alive = sum(1 for w in mine if w.alive)
+        lines.append(f"  workers   {alive} alive, {len(mine) - alive} dead")
+        for w in mine:
+            state = "alive" if w.alive else "dead (its leases come back at the next claim)"
+            lines.append(
+                printable(f"    {w.host} pid {w.pid}: {state}, {w.leases:,} leases, "
+                          f"{w.pages:,} pages committed")
+            )  # fmt: skip
+    return "\n".join(lines)
+
+
+def as_json(
+    s: CrawlStats, e: EffectStats, waiting: list[Waiting], workers: list[WorkerInfo]
+) -> dict[str, Any]:
+    item: dict[str, Any] = {k: getattr(s, k) for k in s.__dataclass_fields__}
+    item["effects"] = dataclasses.asdict(e)
+    if e.last_pass_at is not None:  # ISO, as every other time in the output
+        item["effects"]["last_pass_at"] = iso_time(e.last_pass_at)
+    item["known"], item["requests_per_record"] = s.known, s.requests_per_record
+    item["waiting"] = [
+        {**dataclasses.asdict(w), "since": iso_time(w.since),
+         "next_try": None if w.next_try is None else iso_time(w.next_try)}
+        for w in waiting if w.pages
+    ]  # fmt: skip
+    item["workers"] = [
+        {**dataclasses.asdict(w), "started_at": iso_time(w.started_at)}
+        for w in workers
+        if w.crawl == s.crawl
+    ]
+    return item
+
+
+@click.command()
+@db_option()
+@click.option("--crawl", "crawl_name", help="Only this crawl.")
+@click.option("--json", "json_out", is_flag=True, help="Machine-readable output.")
+@click.option("--wide", is_flag=True, help="Full tables (wider than 80 columns).")
+def status(db_url: str, crawl_name: str | None, json_out: bool, wide: bool) -> None:
+    """Per crawl: URLs by state, records, requests and repeats; passes, record versions,
+    gone records, files and webhook deliveries; what the crawl waits for (origins whose
+    robots.txt cannot be reached); and the workers: alive, or dead while still holding
+    leases."""
+    store = open_db(db_url, readonly=True)
+    try:
+        names = crawl_names(store, crawl_name)
+        rows = [store.stats(name) for name in names]
+        effects = [store.effect_stats(name) for name in names]
+        waiting = [store.waiting(name) for name in names]
+        workers = store.workers(crawl_name)
+    finally:
+        store.close()
+    if json_out:
+        out = [as_json(s, e, w, workers) for s, e, w in zip(rows, effects, waiting, strict=True)]
+        click.echo(json.dumps(out, indent=2))
+    elif not rows:
+        click.echo(f"no crawls in {masked(db_url)}")
+    elif not wide:
+        blocks = [compact(s, e, w, workers) for s, e, w in zip(rows, effects, waiting, strict=True)]
+        click.echo("\n\n".join(blocks))
+    else:
+        # Piped output keeps whole column names instead of the 80-column default.
+        from rich.console import Console
+
+        console = Console(width=None if sys.stdout.isatty() else 160)
+        console.print(stats_table(rows))
+        console.print(effects_table(effects))
+        if workers:
+            console.print(workers_table(workers))
+        for name, ws in zip(names, waiting, strict=True):
+            for w in ws:
+                if w.pages:
+                    console.print(f"{name} waiting: {waiting_line(w)}", markup=False)
