@@ -103,7 +103,7 @@ def test_failing_task_exits_non_zero_and_keeps_nothing_half_done(tmp_path: Path)
     cp = tmp_path / "r.jsonl"
     args = ["batch", "run", str(SAMPLE), "--checkpoint", str(cp), "--task", f"{task}:run"]
     result = run_cli(*args, "--max-attempts", "1")
-    assert result.returncode == 1
+    assert result.returncode == 4  # done, with work left in the dead letter
     assert "failed and were not marked done" in result.stderr
     dead = [json.loads(x) for x in (tmp_path / "r.failed.jsonl").read_text().splitlines()]
     assert dead and all("upstream said no" in d["error"] for d in dead)

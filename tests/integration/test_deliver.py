@@ -113,7 +113,7 @@ def test_failed_deliveries_are_listed_and_replayed(
     healthy = False
     ep = endpoint(lambda _id, n: (200, {}) if healthy else (500, {}))
     failing = deliver(crawled, ep.url)
-    assert failing.returncode == 1
+    assert failing.returncode == 4  # done, with deliveries left in the dead letter
     assert "failed 5" in failing.stderr and "5 attempts: HTTP 500" in failing.stderr
     assert len(ep.hits) == 15  # three attempts each: the first and two retries
     listed = run_cli("deliver", "--db", crawled, "--failed")
@@ -124,6 +124,18 @@ def test_failed_deliveries_are_listed_and_replayed(
     healthy = True
     done = deliver(crawled, ep.url)
     assert done.returncode == 0 and "5 delivered, 0 pending, 0 failed" in done.stderr
+
+
+def test_a_receiver_that_is_down_leaves_deliveries_failing_and_the_exit_says_so(
+    crawled: str, endpoint: Callable[..., Endpoint]
+) -> None:
+    # (#23 item 3: the run ended 0 while every delivery waited for a retry hours away)
+    ep = endpoint(lambda _id, n: (503, {}))
+    down = run_cli("deliver", "--db", crawled, "--webhook", ep.url,
+                   "--retry-schedule", "1h", "--max-wait", "1s")  # fmt: skip
+    assert down.returncode == 4, down.stderr
+    assert "5 attempts failed in this run and wait for a retry" in down.stderr
+    assert "The next retry is due in" in down.stderr
 
 
 def test_410_disables_the_endpoint_until_replay(
@@ -154,7 +166,7 @@ def test_a_mistyped_endpoint_does_not_fail_the_good_one_and_can_be_removed(
     crawled: str, endpoint: Callable[..., Endpoint]
 ) -> None:
     dead = "http://127.0.0.1:9/nobody-listens"
-    assert deliver(crawled, dead).returncode == 1  # every attempt refused: failed
+    assert deliver(crawled, dead).returncode == 4  # every attempt refused: failed
     ep = endpoint(lambda _id, n: (200, {}))
     good = deliver(crawled, ep.url)
     assert good.returncode == 0, good.stderr

@@ -20,12 +20,13 @@ from crashsafe.batch.items import KeyBy, parse_shard, read_items
 from crashsafe.batch.progress import BatchProgress
 from crashsafe.batch.runner import BatchRunner, BatchSettings, BatchSummary
 from crashsafe.batch.task import Task, TaskCaller, load_task
+from crashsafe.cli import exits
 from crashsafe.cli.options import fmt_seconds, log_options, serve_until_interrupted
 from crashsafe.errors import ConfigError
 
 F = TypeVar("F", bound=Callable[..., Any])
 INTERRUPTED = "Interrupted: run the same command again to resume."
-EXIT_SPEND_CAP = 3
+EXIT_SPEND_CAP = exits.SPEND_CAP
 
 
 def run_options(f: F) -> F:
@@ -137,7 +138,7 @@ def finish(
             f"{dead_letter_path(checkpoint)}; run the same command again to retry them.",
             err=True,
         )
-        code = 1
+        code = exits.FAILED
     elif summary.stopped_by == "spend cap":
         total = settings.max_spend_total
         if total is not None and (

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from crashsafe import aio
+from crashsafe.cli import exits
 from crashsafe.cli.common import run_line
 from crashsafe.cli.options import (
     clock_time,
@@ -69,10 +70,8 @@ def summary(result: CrawlResult) -> str:
     )
 
 
-#: Exit statuses of ``crawl`` (docs/production.md): 1 is an error that stopped the run, 2 a
-#: usage error (click's), 130 an interruption.
-EXIT_FAILED_PAGES = 4  # complete, but some URLs are in the dead letter
-EXIT_WAITING = 5  # stopped waiting: all that is left waits on unreachable origins
+EXIT_FAILED_PAGES = exits.FAILED
+EXIT_WAITING = exits.WAITING
 
 
 def waiting_line(w: Waiting, now: float | None = None) -> str:

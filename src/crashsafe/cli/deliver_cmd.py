@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import click
 
 from crashsafe import aio
+from crashsafe.cli import exits
 from crashsafe.cli.common import one_crawl, parse_duration
 from crashsafe.cli.options import (
     db_option,
@@ -227,4 +228,13 @@ def _report(report: DeliveryReport, left: dict[str, int]) -> None:
         sys.exit(1)
     if left.get("failed"):
         click.echo("Some deliveries failed: `crashsafe deliver --failed` lists them.", err=True)
-        sys.exit(1)
+        sys.exit(exits.FAILED)
+    if report.retried and report.waiting is not None:
+        # The receiver failed this run's attempts (down, or refusing them): the run ends
+        # with deliveries still failing, which a cron line must be told.
+        click.echo(
+            f"{report.retried:,} attempts failed in this run and wait for a retry: the "
+            "receiver is not taking them (see above).",
+            err=True,
+        )
+        sys.exit(exits.FAILED)
