@@ -3,16 +3,28 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.demo
 
 .PHONY: demo test lint typecheck audit check bench clean
 
+# Everything: crashsafe, PostgreSQL's driver, Scrapy, and the test and lint tools.
 $(STAMP): pyproject.toml
+	@echo "make: creating $(VENV) with crashsafe and its test tools (about a minute)..."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
 
-demo: $(STAMP)
+# The demo needs crashsafe alone, not the test tools.
+$(DEMO_STAMP): pyproject.toml
+	@echo "make demo: creating $(VENV) with crashsafe alone (no test tools)..."
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	@echo "make demo: installed; starting the demo shop and crawling it"
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/crashsafe demo
 
 # Two test processes: most tests wait on sockets and child processes, so two at a time
