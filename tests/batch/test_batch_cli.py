@@ -39,7 +39,7 @@ def test_run_resume_and_report(tmp_path: Path) -> None:
     first = run_cli(*args)
     assert first.returncode == 0, first.stderr
     assert "0 already done, 200 to do in 20 batches" in first.stderr
-    assert "200 items in 20 batches, 0 batch(es) failed" in first.stderr  # words, not a dict
+    assert "200 items in 20 batches, 0 batches failed" in first.stderr  # words, not a dict
     again = run_cli(*args)
     assert "200 already done, 0 to do in 0 batches" in again.stderr
     report = json.loads(run_cli("batch", "report", str(cp), "--format", "json").stdout)

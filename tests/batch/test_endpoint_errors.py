@@ -59,7 +59,7 @@ def test_a_5xx_then_a_200_shows_a_retrying_line(tmp_path: Path) -> None:
     retrying = [line for line in result.stderr.splitlines() if "retrying" in line]
     assert retrying, result.stderr
     assert f"{thread.url}/v1 answered HTTP 503; retrying in" in retrying[0]
-    assert "20 items in 2 batches, 0 batch(es) failed" in result.stderr
+    assert "20 items in 2 batches, 0 batches failed" in result.stderr
 
 
 def test_a_call_that_times_out_shows_a_retrying_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -110,3 +110,43 @@ def test_a_total_spend_cap_counts_what_earlier_runs_spent(tmp_path: Path) -> Non
         per_run = run_cli(*args, "--max-spend", "0.5")
         assert per_run.returncode == 3 and "raise --max-spend " in per_run.stderr
         assert sum(line["cost"] for line in scan(cp).lines) > spent
+
+
+def test_report_joins_the_answers_back_to_the_input_rows_and_shows_the_recorded_cost(
+    tmp_path: Path,
+) -> None:
+    src = tmp_path / "in.csv"  # no id field: ids come from the text, duplicates fold
+    src.write_text("text,stars\ngreat stuff,5\nawful,1\ngreat  STUFF,4\nnot yet,3\n")
+    cp = tmp_path / "cp.jsonl"
+    with LLMServerThread() as server:
+        ran = run_cli("batch", "classify", str(src), "--checkpoint", str(cp),
+                      "--labels", "positive,negative", "--base-url", server.base_url,
+                      "--price-in", "0.5", "--price-out", "1.5", "--batch-size", "1",
+                      "--max-spend", "1000")  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert "3 items in 3 batches, 0 batches failed" in ran.stderr  # one duplicate folded
+    lines = cp.read_text().splitlines()
+    cp.write_text("\n".join(lines[:-1]) + "\n")  # as if the last answer was never written
+    joined = run_cli("batch", "report", str(cp), "--input", str(src))
+    assert joined.returncode == 0, joined.stderr
+    rows = [json.loads(x) for x in joined.stdout.splitlines()]
+    assert [r["stars"] for r in rows] == ["5", "1", "4", "3"]  # every row, in input order
+    assert rows[0]["label"] == rows[2]["label"]  # a duplicate gets its twin's answer
+    assert "label" not in rows[3]  # answered in the line cut off: no answer yet
+    assert "wrote 4 input rows, 1 row without an answer yet" in joined.stderr
+    as_csv = run_cli("batch", "report", str(cp), "--input", str(src), "--format", "csv")
+    assert as_csv.stdout.splitlines()[0] == "text,stars,label"
+    table = run_cli("batch", "report", str(cp)).stdout
+    assert "cost (as recorded)" in table
+    [line] = [x for x in table.splitlines() if "cost (as recorded)" in x]
+    spent = sum(json.loads(x).get("cost", 0) for x in cp.read_text().splitlines())
+    assert f"{spent:.4f}" in line
+
+
+def test_an_empty_input_says_so(tmp_path: Path) -> None:
+    src = tmp_path / "empty.jsonl"
+    src.write_text("")
+    result = run_cli("batch", "run", str(src), "--checkpoint", str(tmp_path / "cp.jsonl"),
+                     "--task", TASK)  # fmt: skip
+    assert result.returncode == 0 and f"{src} holds no items: nothing to do." in result.stderr
+    assert not (tmp_path / "cp.jsonl").exists() or not (tmp_path / "cp.jsonl").read_text()

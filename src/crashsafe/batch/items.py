@@ -104,15 +104,11 @@ def read_items(
         return _read_items(path, id_field, text_field, key_by, shard)
 
 
-def _read_items(
-    path: Path,
-    id_field: str | None,
-    text_field: str,
-    key_by: KeyBy,
-    shard: tuple[int, int] | None,
-) -> Inputs:
-    seen: set[str] = set()
-    result = Inputs(items=[])
+def every_item(
+    path: Path, *, id_field: str | None = "id", text_field: str = "text", key_by: KeyBy = "content"
+) -> Iterator[Item]:
+    """Every row of ``path`` as an item with its id, duplicates included, in file order:
+    how a run keys them (``batch report --input`` joins answers back to rows so)."""
     for line, record in _records(path):
         data = {"text": record} if isinstance(record, str) else record
         if text_field not in data:
@@ -122,11 +118,30 @@ def _read_items(
             )
         text = str(data[text_field])
         if key_by == "position":
-            item_id = "P" + hashlib.sha256(f"{path.name}:{line}:{text}".encode()).hexdigest()[:16]
+            item_id = (
+                "P"
+                + hashlib.sha256(
+                    f"{path.name}:{line}:{text}".encode("utf-8", "surrogatepass")
+                ).hexdigest()[:16]
+            )
         elif id_field and data.get(id_field) not in (None, ""):
             item_id = str(data[id_field])
         else:
             item_id = stable_text_id(text)
+        yield Item(item_id, text, data, line)
+
+
+def _read_items(
+    path: Path,
+    id_field: str | None,
+    text_field: str,
+    key_by: KeyBy,
+    shard: tuple[int, int] | None,
+) -> Inputs:
+    seen: set[str] = set()
+    result = Inputs(items=[])
+    for item in every_item(path, id_field=id_field, text_field=text_field, key_by=key_by):
+        item_id = item.id
         if item_id in seen:
             result.duplicates += 1
             continue
@@ -134,5 +149,5 @@ def _read_items(
         if not in_shard(item_id, shard):
             result.skipped_by_shard += 1
             continue
-        result.items.append(Item(item_id, text, data, line))
+        result.items.append(item)
     return result

@@ -5,12 +5,13 @@ from __future__ import annotations
 import csv
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from crashsafe.batch.checkpoint import dead_lines, scan
+from crashsafe.batch.items import Item
 from crashsafe.batch.task import Usage, add_usage
 from crashsafe.errors import ConfigError
 
@@ -24,7 +25,8 @@ class BatchReport:
     usage: Usage = field(default_factory=dict)
     labels: Counter[str] = field(default_factory=Counter)
     failed_not_done: int = 0
-    cost: float | None = None  # None: no prices were given, so no cost is known
+    cost: float | None = None  # None: no cost recorded and no prices given
+    cost_recorded: bool = False  # the cost is what the lines recorded (at their runs' prices)
 
     @property
     def duplicates(self) -> int:
@@ -40,6 +42,7 @@ class BatchReport:
             "failed_not_done": self.failed_not_done,
             "usage": self.usage,
             "cost": None if self.cost is None else round(self.cost, 6),
+            "cost_recorded": self.cost_recorded,
             "labels": dict(self.labels.most_common()),
         }
 
@@ -47,8 +50,26 @@ class BatchReport:
 def build_report(
     paths: Sequence[Path], *, price_in: float = 0.0, price_out: float = 0.0
 ) -> BatchReport:
+    """One row per id over ``paths``; the cost is what the lines recorded (each at its run's
+    prices), lines without one priced at ``price_in``/``price_out`` when given."""
     report = BatchReport()
     failed_ids: set[str] = set()
+    priced = bool(price_in or price_out)
+
+    def cost_of(line: dict[str, Any]) -> float | None:
+        recorded = line.get("cost")
+        if isinstance(recorded, int | float) and not isinstance(recorded, bool):
+            report.cost_recorded = True
+            return float(recorded)
+        if not priced:
+            return None
+        usage = line.get("usage")
+        if not isinstance(usage, dict):
+            usage = {}
+        tokens_in, tokens_out = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+        return float(tokens_in * price_in + tokens_out * price_out) / 1e6
+
+    costs: list[float | None] = []
     for path in paths:
         if not path.exists():
             raise ConfigError(f"checkpoint {path} does not exist")
@@ -57,22 +78,41 @@ def build_report(
         for line in found.lines:
             report.batches += 1
             add_usage(report.usage, line.get("usage") or {})
+            costs.append(cost_of(line))
             for item_id, result in zip(line["ids"], line["results"], strict=True):
                 report.written += 1
                 report.rows[item_id] = result
         for line in dead_lines(path):
             failed_ids.update(line.get("ids", []))
             add_usage(report.usage, line.get("usage") or {})
+            costs.append(cost_of(line))
     report.failed_not_done = len(failed_ids - report.rows.keys())
     for result in report.rows.values():
         if isinstance(result, dict) and isinstance(result.get("label"), str):
             report.labels[result["label"]] += 1
-    if price_in or price_out:
-        report.cost = (
-            report.usage.get("prompt_tokens", 0) * price_in
-            + report.usage.get("completion_tokens", 0) * price_out
-        ) / 1e6
+    known = [c for c in costs if c is not None]
+    if known:
+        report.cost = sum(known)
     return report
+
+
+def joined(report: BatchReport, items: Iterable[Item]) -> Iterator[dict[str, Any]]:
+    """Every input row (duplicates too, in file order) with its answer's fields added (a
+    result that is not an object as ``result``; a field the row has already as
+    ``result_<name>``); a row not answered yet has no answer fields."""
+    for item in items:
+        row = dict(item.data)
+        result = report.rows.get(item.id, _MISSING)
+        if result is _MISSING:
+            yield row
+            continue
+        fields = result if isinstance(result, dict) else {"result": result}
+        for name, value in fields.items():
+            row[f"result_{name}" if name in item.data else name] = value
+        yield row
+
+
+_MISSING = object()
 
 
 def write_csv(report: BatchReport, out: IO[str]) -> None:

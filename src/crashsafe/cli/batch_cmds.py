@@ -18,7 +18,7 @@ from crashsafe import aio
 from crashsafe.batch.checkpoint import dead_letter_path
 from crashsafe.batch.items import KeyBy, parse_shard, read_items
 from crashsafe.batch.progress import BatchProgress
-from crashsafe.batch.runner import BatchRunner, BatchSettings, BatchSummary
+from crashsafe.batch.runner import BatchRunner, BatchSettings, BatchSummary, plural
 from crashsafe.batch.task import Task, TaskCaller, load_task
 from crashsafe.cli import exits
 from crashsafe.cli.options import fmt_seconds, log_options, serve_until_interrupted
@@ -78,6 +78,9 @@ def run_job(task: Task, *, job: dict[str, Any] | None = None, **opts: Any) -> No
             f"({inputs.skipped_by_shard} belong to other shards)",
             err=True,
         )
+    elif not inputs.items:
+        click.echo(f"{opts['input_path']} holds no items: nothing to do.", err=True)
+        return
     settings = BatchSettings(
         batch_size=opts["batch_size"],
         concurrency=opts["concurrency"],
@@ -122,10 +125,9 @@ def finish(
         )
         if settings.price_in or settings.price_out:
             tokens += f", spent {summary.spent:.4f}"
-    counts = summary.counts()
     done = (
-        f"{counts.get('items_ok', 0):,} items in {counts.get('batches_ok', 0):,} batches, "
-        f"{counts.get('batches_failed', 0):,} batch(es) failed"
+        f"{plural(summary.items_ok, 'item')} in {plural(summary.batches_ok, 'batch', 'batches')}"
+        f", {plural(summary.batches_failed, 'batch', 'batches')} failed"
     )
     click.echo(f"done in {fmt_seconds(summary.elapsed)}: {done}{tokens}", err=True)
     code = 0
@@ -244,14 +246,60 @@ def classify_cmd(labels: str, base_url: str | None, model: str | None, **opts: A
 
 @batch.command("report")
 @click.argument("checkpoints", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table")
-@click.option("--price-in", type=float, default=0.0, help="Price per 1M prompt tokens.")
-@click.option("--price-out", type=float, default=0.0, help="Price per 1M completion tokens.")
-def report_cmd(checkpoints: tuple[str, ...], fmt: str, price_in: float, price_out: float) -> None:
-    """One row per id from one or more checkpoints (shards merge), aggregates recomputed."""
-    from crashsafe.batch.report import build_report, write_csv, write_json
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "csv", "jsonl"]),
+    help="Default: table; with --input, jsonl.",
+)
+@click.option(
+    "--price-in",
+    type=float,
+    default=0.0,
+    help="Price per 1M prompt tokens, for lines that recorded no cost.",
+)
+@click.option("--price-out", type=float, default=0.0, help="The same, per 1M completion tokens.")
+@click.option(
+    "--input",
+    "input_path",
+    type=click.Path(dir_okay=False, exists=True),
+    help="The job's input: write each of its rows with its answer's fields added.",
+)
+@click.option("--id-field", default="id", show_default=True, help="As the run's (with --input).")
+@click.option("--text-field", default="text", show_default=True, help="As the run's.")
+@click.option(
+    "--key-by", type=click.Choice(["content", "position"]), default="content", show_default=True
+)
+def report_cmd(
+    checkpoints: tuple[str, ...],
+    fmt: str | None,
+    price_in: float,
+    price_out: float,
+    input_path: str | None,
+    id_field: str,
+    text_field: str,
+    key_by: KeyBy,
+) -> None:
+    """One row per id from one or more checkpoints (shards merge), aggregates recomputed;
+    with --input, the input's rows joined to their answers."""
+    from crashsafe.batch.report import build_report, joined, write_csv, write_json
 
     report = build_report([Path(p) for p in checkpoints], price_in=price_in, price_out=price_out)
+    if input_path is not None:
+        from crashsafe.batch.items import every_item
+        from crashsafe.exports import write_rows
+
+        def items() -> Any:
+            path = Path(input_path)
+            return every_item(path, id_field=id_field or None, text_field=text_field, key_by=key_by)
+
+        if fmt == "table":
+            raise ConfigError("--input writes rows: choose --format jsonl, json or csv")
+        written = write_rows(lambda: joined(report, items()), sys.stdout, fmt or "jsonl")
+        waiting = sum(1 for item in items() if item.id not in report.rows)
+        left = f", {plural(waiting, 'row')} without an answer yet" if waiting else ""
+        click.echo(f"wrote {plural(written.rows, 'input row')}{left}", err=True)
+        return
     if fmt == "json":
         write_json(report, sys.stdout)
     elif fmt == "csv":
@@ -276,7 +324,8 @@ def print_report(report: Any) -> None:
     for key, value in s["usage"].items():
         table.add_row(key.replace("_", " "), f"{value:,}")
     if s["cost"] is not None:
-        table.add_row("estimated cost", f"{s['cost']:.4f}")
+        what = "cost (as recorded)" if s["cost_recorded"] else "estimated cost"
+        table.add_row(what, f"{s['cost']:.4f}")
     for label, count in s["labels"].items():
         table.add_row(f"label {label}", f"{count:,}")
     console.print(table)
