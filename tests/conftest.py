@@ -75,3 +75,24 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield disk
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+@pytest.fixture
+def read_only_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real read-only filesystem (tmpfs mounted ro) holding a crashsafe database with
+    one crawl, ``shop.db``; needs root (which a mode 0555 folder would not stop)."""
+    disk = tmp_path / "ro"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a tmpfs needs root: {mounted.stderr.decode().strip()}")
+    try:
+        store = open_store(f"sqlite:///{disk / 'shop.db'}")
+        store.enqueue("shop", [])
+        store.close()
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from crashsafe.api import crawl, crawl_async
     from crashsafe.crawl.engine import Crawler, CrawlResult
+    from crashsafe.crawl.failure import Failure, HttpError
+    from crashsafe.crawl.forms import FormRequest
     from crashsafe.crawl.settings import CrawlSettings
     from crashsafe.crawl.spider import Link, Page, Record, Request, Spider
     from crashsafe.effects.files import File
@@ -35,6 +37,9 @@ _WHERE = {
     "Crawler": "crashsafe.crawl.engine",
     "CrawlResult": "crashsafe.crawl.engine",
     "CrawlSettings": "crashsafe.crawl.settings",
+    "Failure": "crashsafe.crawl.failure",
+    "FormRequest": "crashsafe.crawl.forms",
+    "HttpError": "crashsafe.crawl.failure",
     "Link": "crashsafe.crawl.spider",
     "Page": "crashsafe.crawl.spider",
     "Record": "crashsafe.crawl.spider",
@@ -62,7 +67,10 @@ __all__ = [
     "CrawlResult",
     "CrawlSettings",
     "Crawler",
+    "Failure",
     "File",
+    "FormRequest",
+    "HttpError",
     "Link",
     "Page",
     "Record",

@@ -73,7 +73,13 @@ def atomic_text(path: Path) -> Iterator[IO[str]]:
     then renamed over it. A kill or an error half-way leaves the previous file as it was
     and no truncated one."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, follow=False)
+    try:
+        fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, follow=False)
+    except ConfigError:  # say which file could not be written: the one asked for
+        raise ConfigError(
+            f"cannot write {path}: its folder {path.parent} cannot be written (a read-only "
+            "file system, or no permission); choose a writable place"
+        ) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
             yield out

@@ -315,3 +315,48 @@ def test_a_recrawl_under_the_adapter_versions_changes_and_marks_gone(
     rows = {r["key"]: r for r in exported(db, "--since", "last-pass", "--changed-only")}
     assert {k for k, r in rows.items() if "gone_at" in r} == gone
     assert {k for k, r in rows.items() if "gone_at" not in r} == changed
+
+
+def test_a_missing_item_key_is_one_line_and_the_database_used_is_said(
+    shop: Callable[..., ShopThread], tmp_path: Path
+) -> None:
+    # (#23 item 8: Scrapy's "Engine slot not assigned" traceback followed the message)
+    site = shop(listings=1, per_listing=2)
+    no_key = [a for a in ADAPTER if not a.startswith("CRASHSAFE_ITEM_KEY")][:-1]
+    env_db, cmdline_db = tmp_path / "env.db", tmp_path / "cmdline.db"
+    cmd = [*scrapy_cmd(site, *no_key), "-s", "LOG_LEVEL=INFO"]
+    broken = subprocess.run(cmd, env={**env(tmp_path / "p.jsonl"), "CRASHSAFE_DB": f"sqlite:///{env_db}"},
+                            text=True, capture_output=True, timeout=120)  # fmt: skip
+    assert "CRASHSAFE_ITEM_KEY is not set" in broken.stderr
+    assert "Traceback" not in broken.stderr and "slot not assigned" not in broken.stderr
+    # The database: -s on the command line, then the environment, then settings.py
+    cmd = [*scrapy_cmd(site, *ADAPTER), "-s", "LOG_LEVEL=INFO"]
+    with_env = {**env(tmp_path / "p.jsonl"), "CRASHSAFE_DB": f"sqlite:///{env_db}"}
+    first = subprocess.run(cmd, env=with_env, text=True, capture_output=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    said = f"starting crawl 'scrapy-shop' on sqlite:///{env_db} (from the CRASHSAFE_DB environment"
+    assert said in first.stderr
+    again = subprocess.run([*cmd, "-s", f"CRASHSAFE_DB=sqlite:///{cmdline_db}"], env=with_env,
+                           text=True, capture_output=True, timeout=120)  # fmt: skip
+    assert f"on sqlite:///{cmdline_db} (from -s CRASHSAFE_DB)" in again.stderr
+    resumed = subprocess.run(cmd, env=with_env, text=True, capture_output=True, timeout=120)
+    assert (
+        "resuming crawl 'scrapy-shop'" in resumed.stderr and "3 done, 0 pending" in resumed.stderr
+    )
+
+
+def test_the_database_setting_of_a_project_loses_to_the_environment() -> None:
+    from scrapy.settings import Settings
+
+    from crashsafe.contrib.scrapy.frontier import database_of
+
+    project = Settings({"CRASHSAFE_DB": "sqlite:///project.db"}, priority="project")
+    os.environ.pop("CRASHSAFE_DB", None)
+    assert database_of(project) == ("sqlite:///project.db", "the CRASHSAFE_DB setting")
+    try:
+        os.environ["CRASHSAFE_DB"] = "sqlite:///env.db"
+        assert database_of(project)[0] == "sqlite:///env.db"
+        project.set("CRASHSAFE_DB", "sqlite:///cmd.db", priority="cmdline")
+        assert database_of(project) == ("sqlite:///cmd.db", "-s CRASHSAFE_DB")
+    finally:
+        os.environ.pop("CRASHSAFE_DB", None)

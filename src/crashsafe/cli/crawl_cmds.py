@@ -25,6 +25,7 @@ from crashsafe.cli.options import (
     open_db,
     say,
 )
+from crashsafe.crawl.scrapy_names import from_scrapy
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.errors import ConfigError
 from crashsafe.store import HighWater, Store, Waiting, masked
@@ -46,12 +47,23 @@ def parse_sets(pairs: Iterable[str]) -> dict[str, Any]:
         name, sep, value = pair.partition("=")
         if not sep:
             raise ConfigError(f"--set {pair!r}: use --set name=value")
-        name = name.strip()
-        parsed = CrawlSettings.parse_value(name, value.strip())
+        name, value = from_scrapy(name.strip(), value.strip())
+        parsed = CrawlSettings.parse_value(name, value)
         if name == "default_headers":
             parsed = settings.get(name, ()) + parsed
         settings[name] = parsed
     return settings
+
+
+def parse_arguments(pairs: Iterable[str]) -> dict[str, str]:
+    """``-a NAME=VALUE`` options as spider arguments."""
+    found: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"-a {pair!r}: use -a name=value")
+        found[name.strip()] = value
+    return found
 
 
 def summary(result: CrawlResult) -> str:
@@ -111,6 +123,10 @@ def report_result(result: CrawlResult, db_url: str, this_run: str | None = None)
     if result.interrupted:
         say(INTERRUPTED)
         sys.exit(130)
+    if result.limit is not None:
+        left = s.pending + s.leased
+        say(f"Stopped at {result.limit} (this run's own limit); {left:,} URL(s) left: run "
+            "the same command again to go on.")  # fmt: skip
     if result.gave_up:
         after = f" after {fmt_seconds(result.waited)}" if result.waited else ""
         for w in result.gave_up:
@@ -137,6 +153,13 @@ def report_result(result: CrawlResult, db_url: str, this_run: str | None = None)
 @click.option("--max-attempts", type=click.IntRange(min=1), help="Fetches before a URL fails.")
 @click.option("--start-url", "start_urls", multiple=True, help="Replace the spider's start_urls.")
 @click.option("-s", "--set", "sets", multiple=True, metavar="NAME=VALUE", help="Any crawl setting.")
+@click.option(
+    "-a",
+    "arguments",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A spider argument (self.NAME), as Scrapy's -a.",
+)
 @click.option(
     "-o",
     "--output",
@@ -182,6 +205,7 @@ def crawl(
     max_attempts: int | None,
     start_urls: tuple[str, ...],
     sets: tuple[str, ...],
+    arguments: tuple[str, ...],
     output: str | None,
     overwrite_output: str | None,
     workers: int,
@@ -209,6 +233,7 @@ def crawl(
 
         stop_with_parent(parent_fd)
     spider_cls = load_spider(spider)
+    spider_args = parse_arguments(arguments)
     overrides = parse_sets(sets)
     options = {
         "concurrency": concurrency,
@@ -234,6 +259,7 @@ def crawl(
             )
         args = [spider, "--db", db_url, *(f"--start-url={u}" for u in start_urls)]
         args += [f"--set={pair}" for pair in sets]
+        args += [f"-a{pair}" for pair in arguments]
         flag = {"files_dir": "files", "warc_dir": "warc"}
         args += [
             f"--{flag.get(k, k).replace('_', '-')}={v}" for k, v in options.items() if v is not None
@@ -246,7 +272,7 @@ def crawl(
         return
     try:
         crawler = Crawler(
-            spider_cls(),
+            spider_cls(**spider_args),
             store,
             settings=settings,
             start_urls=list(start_urls) or None,

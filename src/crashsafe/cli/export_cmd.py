@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -139,6 +140,11 @@ class Feed:
         folder = self.path.parent
         if not folder.is_dir():
             raise ConfigError(f"cannot write {self.path}: the folder {folder} does not exist")
+        if not os.access(folder, os.W_OK):
+            raise ConfigError(
+                f"cannot write {self.path}: the folder {folder} cannot be written (a "
+                "read-only file system, or no permission); choose another -o"
+            )
         if self.path.is_dir():
             raise ConfigError(f"cannot write {self.path}: it is a folder; give a file name")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from crashsafe.cli.common import crawl_names
-from crashsafe.cli.options import db_option, group_errors, open_db, short_error
+from crashsafe.cli.options import db_option, group_errors, open_db
 from crashsafe.store import masked
 from crashsafe.text import printable
 
@@ -31,7 +31,8 @@ def failed(db_url: str, crawl_name: str | None, full: bool, group: bool) -> None
             click.echo(printable(f"{count:>7,}  {error}  (e.g. {example})"))
     else:
         for row in rows:
-            error = (row.error or "").strip() if full else short_error(row.error)
+            lines = (row.error or "").strip().splitlines() or ["-"]
+            error = "\n".join(lines) if full else lines[-1]  # (a traceback's: the exception)
             status_text = row.http_status if row.http_status is not None else "-"
             line = f"{row.crawl}\t{row.url}\tattempts={row.attempts}\tstatus={status_text}"
             click.echo(printable(line))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -127,9 +128,15 @@ def serve_until_interrupted(
 
 
 def short_error(error: str | None) -> str:
-    """An error's last line (a traceback's is the exception), or ``-``."""
+    """An error's last line (a traceback's is the exception), or ``-``, without the
+    excerpt of a response's body (``; body: ...``), which differs from page to page."""
     lines = (error or "").strip().splitlines()
-    return lines[-1] if lines else "-"
+    if not lines:
+        return "-"
+    return _BODY.sub("", lines[-1])
+
+
+_BODY = re.compile(r"; body: .*?(?= \(gave up after|$)")
 
 
 def group_errors(rows: list[FailedUrl]) -> list[tuple[int, str, str]]:

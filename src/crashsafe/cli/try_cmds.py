@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from crashsafe import aio
-from crashsafe.cli.crawl_cmds import parse_sets
+from crashsafe.cli.crawl_cmds import parse_arguments, parse_sets
 from crashsafe.crawl.requests import Request, callback_name
 from crashsafe.crawl.spider import Link, Page, Record, Spider
 from crashsafe.errors import ConfigError
@@ -96,6 +96,7 @@ def _described(item: Any, page: Page, key: Callable[[Any], Any] | None) -> dict[
 @click.option("--meta", help="The request's meta, as a JSON object.")
 @click.option("--cb-kwargs", help="The callback's keyword arguments, as a JSON object.")
 @click.option("-s", "--set", "sets", multiple=True, metavar="NAME=VALUE", help="Any crawl setting.")
+@click.option("-a", "arguments", multiple=True, metavar="NAME=VALUE", help="A spider argument.")
 def parse_cmd(
     url: str,
     spider_path: str,
@@ -103,13 +104,16 @@ def parse_cmd(
     meta: str | None,
     cb_kwargs: str | None,
     sets: tuple[str, ...],
+    arguments: tuple[str, ...],
 ) -> None:
     """Fetch URL once and print what the spider's callback yields, one JSON object per
-    line (records, items, requests). Nothing is stored."""
-    from crashsafe.crawl.extract import ParseError, item_keyer, run_callback
+    line (records, items, requests), as the crawl would treat the page. Nothing is stored."""
+    from crashsafe.crawl.allow import LinkFilter
+    from crashsafe.crawl.extract import ParseError, item_keyer, run_callback, to_rows
     from crashsafe.crawl.loader import load_spider
+    from crashsafe.crawl.pages import not_handled, status_rule
 
-    spider = load_spider(spider_path)()
+    spider = load_spider(spider_path)(**parse_arguments(arguments))
     request = Request(
         url,
         callback=callback,
@@ -118,14 +122,19 @@ def parse_cmd(
     )
     page = fetch_page(spider, request, sets)
     click.echo(f"{page.status} {page.url} ({len(page.body):,} bytes)", err=True)
+    settings = type(spider).crawl_settings(**parse_sets(sets))
+    rule = status_rule(page.status, settings.handle_statuses)
+    if rule != "parse":  # as the crawl would: the callback never sees such a page
+        click.echo(f"the crawl would {CRAWL_WOULD[rule]}", err=True)
+        if rule == "fail":
+            click.echo(f"  {not_handled(page.status)}", err=True)
+        sys.exit(0 if rule in ("gone", "redirect") else 1)
     try:
         items = aio.run(run_callback(spider, page, callback))
     except ParseError as exc:
         raise ConfigError(str(exc)) from None
-    except Exception:  # the spider's own code: its traceback is what helps here
-        import traceback
-
-        traceback.print_exc()
+    except Exception:  # the spider's own code: its frames are what helps here
+        sys.stderr.write(spider_traceback())
         click.echo(f"Error: {callback or 'parse'} raised (above)", err=True)
         sys.exit(1)
     key = item_keyer(spider)
@@ -138,6 +147,35 @@ def parse_cmd(
         click.echo(json.dumps(shown, ensure_ascii=False, default=str))
     summary = ", ".join(f"{n} {kind}(s)" for kind, n in counts.items()) or "nothing"
     click.echo(f"{callback or 'parse'} yielded {summary}", err=True)
+    try:  # what the crawl checks before it stores a page's yield
+        to_rows(items, page=page, source=spider.name, links=LinkFilter(settings, [url]),
+                item_key=key)  # fmt: skip
+    except ParseError as exc:
+        click.echo(f"the crawl would fail this page: {exc}", err=True)
+        sys.exit(1)
+
+
+CRAWL_WOULD = {
+    "gone": "mark this page done with no record, without calling the callback (add the "
+    "status to handle_statuses to parse such pages)",
+    "redirect": "mark this page done with no record: a redirect it was not allowed to follow",
+    "retry": "try this page again later, counting an attempt (429 and 5xx are retried)",
+    "fail": "fail this page: its status is not one the spider handles",
+}
+
+
+def spider_traceback() -> str:
+    """The traceback of the exception being handled, without crashsafe's own frames
+    (the spider's are what says what went wrong)."""
+    import traceback
+    from pathlib import Path
+
+    package = str(Path(__file__).resolve().parents[1])
+    _, exc, tb = sys.exc_info()
+    assert exc is not None
+    frames = [f for f in traceback.extract_tb(tb) if not f.filename.startswith(package)]
+    lines = ["Traceback (the spider's frames):\n", *traceback.format_list(frames)]
+    return "".join(lines + traceback.format_exception_only(type(exc), exc))
 
 
 @click.command("shell")
@@ -155,13 +193,13 @@ def shell(url: str, spider_path: str | None, sets: tuple[str, ...]) -> None:
     def fetch(target: str | Request) -> Page:
         request = target if isinstance(target, Request) else Request(str(target))
         page = fetch_page(spider, request, sets)
-        space["page"] = page
+        space["page"] = space["response"] = page
         return page
 
     space["fetch"] = fetch
     page = fetch(url)
     banner = (
-        f"crashsafe shell: page = {page!r}\n"
+        f"crashsafe shell: page = {page!r} (also bound as `response`, as in Scrapy)\n"
         '  page.css("title::text").get(), page.xpath(...), page.text, page.headers\n'
         "  fetch(url) loads another page into `page`; Ctrl-D leaves."
     )

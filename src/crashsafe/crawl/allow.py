@@ -268,6 +268,20 @@ class LinkFilter:
         callback = callback_name(request.callback)
         return NewUrl(key, depth, callback, request.priority, request.stored())
 
+    def _why_outside(self, url: str) -> str:
+        """What to add to ``allowed_domains`` for ``url``, and why: a host allowed on
+        other ports is the commonest case (``127.0.0.1`` means ports 80 and 443 only)."""
+        try:
+            host, port = host_and_port(canonical_url(url))
+        except (BadLink, ValueError):
+            return "add its host"
+        if any(self.allow.allows(host, other) for other in (80, 443)):
+            return (
+                f"the host {host} is allowed, but not port {port} (a bare host means ports "
+                f"80 and 443): add '{host}:{port}' to allowed_domains"
+            )
+        return f"add '{host}' (or '{host}:{port}') to allowed_domains"
+
     def start_requests(self, requests: Iterable[Request]) -> list[NewUrl]:
         """The start requests as the frontier keeps them; one that cannot be crawled is a
         ConfigError (so is one that cannot be stored)."""
@@ -278,8 +292,7 @@ class LinkFilter:
             except BadLink as exc:
                 raise ConfigError(f"start URL {request.url!r} cannot be crawled: {exc}") from None
             if new is None:
-                raise ConfigError(
-                    f"start URL {request.url!r} is outside allowed_domains: add its host"
-                )
+                raise ConfigError(f"start URL {request.url!r} is outside allowed_domains: "
+                                  f"{self._why_outside(request.url)}")  # fmt: skip
             starts.append(new)
         return starts

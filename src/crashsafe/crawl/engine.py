@@ -69,6 +69,7 @@ class CrawlResult:
     stats: CrawlStats
     gave_up: tuple[Waiting, ...] = ()
     waited: float = 0.0  # seconds it waited on them before it stopped
+    limit: str | None = None  # "max_pages=10": the run stopped at a limit of its own
 
 
 @dataclass(slots=True)
@@ -144,6 +145,9 @@ class Crawler:
         self._cookies: CookieSync | None = None
         self._gave_up: tuple[Waiting, ...] = ()
         self._waited = 0.0
+        self._limit: str | None = None
+        self._pages_done = 0  # pages this run committed done, and their records
+        self._items_done = 0
         self._stall = _Stall(time.monotonic, self.settings.unreachable_timeout)
 
     async def _call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
@@ -277,6 +281,8 @@ class Crawler:
             if error is not None and error != STALE:
                 # The page's own rows broke the transaction: store it as failed instead.
                 await self._commit(PageOutcome(lease, "failed", outcome.http_status, error))
+            elif error is None and outcome.kind == "done":
+                self._count_done(outcome)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
@@ -296,6 +302,20 @@ class Crawler:
             # when the last page is out (the crawl may be over) or on a stop.
             if not self._inflight or self._stopping:
                 self._slot_freed.set()
+
+    def _count_done(self, outcome: PageOutcome) -> None:
+        """Count a committed page toward ``max_pages``/``max_items``; stop at a limit."""
+        s = self.settings
+        self._pages_done += 1
+        self._items_done += len(outcome.records)
+        if self._limit is not None:
+            return
+        if s.max_pages is not None and self._pages_done >= s.max_pages:
+            self._limit = f"max_pages={s.max_pages}"
+        elif s.max_items is not None and self._items_done >= s.max_items:
+            self._limit = f"max_items={s.max_items}"
+        if self._limit is not None:
+            self.request_stop()
 
     # -- the loop --------------------------------------------------------------------------
     async def run(self) -> CrawlResult:
@@ -364,9 +384,12 @@ class Crawler:
             # the pass is complete: what no page yielded in it is gone
             await self._call(self.store.finish_pass, self.crawl)
         stats = await self._call(self.store.stats, self.crawl)
+        if self._limit is not None:
+            interrupted = False  # stopped by its own limit, as asked: not interrupted
         return CrawlResult(
-            interrupted, time.monotonic() - started, stats, self._gave_up, self._waited
-        )
+            interrupted, time.monotonic() - started, stats, self._gave_up, self._waited,
+            self._limit,
+        )  # fmt: skip
 
     async def _loop(self) -> bool:
         s = self.settings

@@ -49,6 +49,22 @@ async def run_callback(spider: Spider, page: Page, callback: str | None) -> list
     return list(result)
 
 
+async def run_errback(spider: Spider, name: str, failure: Any) -> list[Any]:
+    """Call ``spider.<name>(failure)`` and gather everything it yields."""
+    method = getattr(spider, name, None)
+    if not callable(method):
+        raise ParseError(f"spider {type(spider).__name__} has no errback method {name!r}")
+    result = method(failure)
+    if result is None:
+        return []
+    if inspect.isasyncgen(result):
+        return [item async for item in result]
+    if inspect.isawaitable(result):
+        result = await result
+        return [] if result is None else list(result)
+    return list(result)
+
+
 class ItemKeyMissing(ParseError):
     """The spider yielded an item (a dict, a dataclass...) but says not how its key is
     found: every page would fail the same way, so the crawl stops at the first."""

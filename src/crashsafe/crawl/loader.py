@@ -3,16 +3,38 @@
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 from crashsafe.crawl.spider import Spider
 from crashsafe.errors import SpiderLoadError
 from crashsafe.loading import import_target
 
+#: Where ``crashsafe crawl NAME`` looks for a spider named NAME (Scrapy's project layout:
+#: ``myproject/spiders/shop.py``), relative to the current folder.
+SPIDER_FOLDERS = ("spiders", "*/spiders")
+
 
 def load_spider(target: str) -> type[Spider]:
-    """``path/file.py[:Class]`` or ``package.module:Class`` → the Spider subclass."""
+    """``path/file.py[:Class]``, ``package.module[:Class]``, or the ``name`` of a spider in
+    the project's ``spiders/`` folder (``SPIDER_FOLDERS``) → the Spider subclass."""
+    if ":" not in target and "/" not in target and not target.endswith(".py"):
+        named = spiders_named(target)
+        if len(named) == 1:
+            return named[0]
+        if len(named) > 1:
+            where = ", ".join(sorted({inspect.getfile(s) for s in named}))
+            raise SpiderLoadError(f"{len(named)} spiders are named {target!r} ({where})")
     where, _, cls_name = target.partition(":")
-    module = import_target(where, error=SpiderLoadError)
+    try:
+        module = import_target(where, error=SpiderLoadError)
+    except SpiderLoadError as exc:
+        if ":" in target or "." in target or "/" in target:
+            raise
+        raise SpiderLoadError(
+            f"no spider named {target!r} in {', '.join(SPIDER_FOLDERS)} of {Path.cwd()}, "
+            f"and no module {target!r}: give path/file.py, module:Class, or a spider's name "
+            "from a project's spiders/ folder"
+        ) from exc
     if cls_name:
         found = getattr(module, cls_name, None)
         if not (inspect.isclass(found) and issubclass(found, Spider)):
@@ -33,3 +55,20 @@ def load_spider(target: str) -> type[Spider]:
             f"{where}:ClassName"
         )
     return spiders[0]
+
+
+def _spiders_in(path: Path) -> list[type[Spider]]:
+    module = import_target(str(path), error=SpiderLoadError)
+    return [
+        obj
+        for obj in vars(module).values()
+        if inspect.isclass(obj) and issubclass(obj, Spider) and obj.__module__ == module.__name__
+    ]
+
+
+def spiders_named(name: str, root: Path | None = None) -> list[type[Spider]]:
+    """The Spider classes named ``name`` in the ``.py`` files of the project's spider
+    folders (each file is imported to find out, as Scrapy imports its spider modules)."""
+    root = root or Path.cwd()
+    files = sorted({f for folder in SPIDER_FOLDERS for f in root.glob(f"{folder}/*.py")})
+    return [s for f in files if f.name != "__init__.py" for s in _spiders_in(f) if s.name == name]

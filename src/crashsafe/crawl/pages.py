@@ -13,7 +13,8 @@ import logging
 import random
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -26,8 +27,10 @@ from crashsafe.crawl.extract import (
     ParseError,
     item_keyer,
     run_callback,
+    run_errback,
     to_rows,
 )
+from crashsafe.crawl.failure import Failure, HttpError
 from crashsafe.crawl.fetch import (
     REDIRECTS,
     PermanentFetchError,
@@ -38,7 +41,7 @@ from crashsafe.crawl.fetch import (
 )
 from crashsafe.crawl.fetch_errors import TLSFetchError
 from crashsafe.crawl.politeness import HostSlots
-from crashsafe.crawl.requests import Request, request_from_row
+from crashsafe.crawl.requests import Request, callback_name, request_from_row
 from crashsafe.crawl.robots import Robots, RobotsUnavailable
 from crashsafe.crawl.sessions import CookieSync, SendBuilder, cookie_rows
 from crashsafe.crawl.settings import CrawlSettings
@@ -55,6 +58,41 @@ logger = logging.getLogger("crashsafe.crawl")
 requests_log = logging.getLogger("crashsafe.crawl.requests")
 
 GONE = frozenset({404, 410})
+
+
+def status_rule(status: int, handle_statuses: Collection[int]) -> str:
+    """What a crawl does with a response of ``status`` (DESIGN.md): ``parse`` it (2xx and
+    ``handle_statuses``), ``redirect`` (one not followed: done, no record), ``retry`` it
+    later (429, 5xx), ``gone`` (404, 410: done, no record), or ``fail`` it."""
+    if status in handle_statuses:
+        return "parse"
+    if status in REDIRECTS:
+        return "redirect"
+    if status == 429 or status >= 500:
+        return "retry"
+    if status in GONE:
+        return "gone"
+    return "parse" if 200 <= status < 300 else "fail"
+
+
+def not_handled(status: int) -> str:
+    return f"HTTP {status} (add it to handle_statuses to parse such pages)"
+
+
+BODY_EXCERPT = 200  # characters of a failed response's body kept with its error
+
+
+def body_excerpt(body: bytes) -> str:
+    """``; body: {"error": "token expired"}``: the first bytes of a response that failed,
+    whitespace collapsed and control characters escaped, so that a 400 can be
+    understood from the dead letter (empty for an empty body)."""
+    text = " ".join(body[: BODY_EXCERPT * 4].decode("utf-8", "replace").split())
+    if not text:
+        return ""
+    cut = "..." if len(text) > BODY_EXCERPT else ""
+    return f"; body: {printable(text[:BODY_EXCERPT])}{cut}"
+
+
 SKIPPED_LOGGED = 10  # skipped links written to stderr per run; all are counted in status
 
 
@@ -177,7 +215,7 @@ class PageProcessor:
                     later = exc.retry_at - self.robots.clock() + self.rng.uniform(0.0, 1.0)
                     return PageOutcome(lease, "deferred", error=str(exc), retry_in=later)
                 except TLSFetchError as exc:
-                    return self._retry(lease, str(exc))
+                    return await self._give_up(request, self._retry(lease, str(exc)), exc)
             allowed, delay = verdict
             if not allowed:
                 return PageOutcome(lease, "skipped", error="disallowed by robots.txt")
@@ -188,30 +226,18 @@ class PageProcessor:
             else:
                 resp = await self._fetch(request, on_request)
         except TransientFetchError as exc:
-            return self._retry(lease, str(exc))
+            return await self._give_up(request, self._retry(lease, str(exc)), exc)
         except PermanentFetchError as exc:
-            return PageOutcome(lease, "failed", error=str(exc))
+            return await self._give_up(request, PageOutcome(lease, "failed", error=str(exc)), exc)
         except FolderUnwritable as exc:  # the WARC archive cannot be written
             return self._halt(lease, exc)
         if resp.set_cookies and self.cookies is not None:
             self.cookies.received(resp.set_cookies)
         status = resp.status
-        handled = status in self.settings.handle_statuses
-        if status in REDIRECTS and not handled:
+        rule = status_rule(status, self.settings.handle_statuses)
+        if rule == "redirect":
             target = resp.headers.get("Location", "")
             return PageOutcome(lease, "done", status, f"redirect to {target} not followed")
-        if (status == 429 or status >= 500) and not handled:
-            wait = retry_after_seconds(resp.headers.get("Retry-After"))
-            return self._retry(lease, f"HTTP {status}", status, wait)
-        if status in GONE and not handled:
-            return PageOutcome(lease, "done", status)
-        if not (200 <= status < 300 or handled):
-            return PageOutcome(
-                lease,
-                "failed",
-                status,
-                f"HTTP {status} (add it to handle_statuses to parse such pages)",
-            )
         page = Page(
             url=resp.url,
             status=status,
@@ -220,6 +246,16 @@ class PageProcessor:
             depth=lease.depth,
             request=request,
         )
+        if rule == "retry":
+            wait = retry_after_seconds(resp.headers.get("Retry-After"))
+            retry = self._retry(lease, f"HTTP {status}{body_excerpt(resp.body)}", status, wait)
+            return await self._give_up(request, retry, HttpError(page), page)
+        if rule == "gone":
+            return PageOutcome(lease, "done", status)
+        if rule == "fail":
+            error = not_handled(status) + body_excerpt(resp.body)
+            failed = PageOutcome(lease, "failed", status, error)
+            return await self._give_up(request, failed, HttpError(page), page)
         files: Sequence[FileRow] = ()
         try:
             with collecting() as made:
@@ -274,6 +310,43 @@ class PageProcessor:
             cookies=cookie_rows(resp.set_cookies) if resp.set_cookies else (),
             files=files,
         )
+
+    async def _give_up(
+        self,
+        request: Request,
+        outcome: PageOutcome,
+        exc: BaseException,
+        page: Page | None = None,
+    ) -> PageOutcome:
+        """``outcome`` as it is, unless it fails the page for good and the request has an
+        errback: then the errback is called with a :class:`Failure`, and what it yields is
+        stored with the page, done (the failure kept as the page's error), as Scrapy hands
+        an errback the requests its retries gave up on."""
+        if outcome.kind != "failed" or request.errback is None:
+            return outcome
+        lease = outcome.lease
+        failure = Failure(exc, request, page)
+        name = callback_name(request.errback) or ""
+        base = page or Page(url=request.url, status=0, headers={}, body=b"", depth=lease.depth,
+                            request=request)  # fmt: skip
+        try:
+            items = await run_errback(self.spider, name, failure)
+            rows = to_rows(
+                items, page=base, source=self.spider.name, links=self.links,
+                max_links=self._max_links(lease.callback), parent=lease.url,
+                item_key=self.item_key,
+            )  # fmt: skip
+        except asyncio.CancelledError:
+            raise
+        except ParseError as exc2:
+            return replace(outcome, error=f"{outcome.error}; errback {name}: {exc2}")
+        except BaseException:
+            where = traceback.format_exc(limit=-8)
+            return replace(outcome, error=f"{outcome.error}; errback {name} raised:\n{where}")
+        return PageOutcome(
+            lease, "done", outcome.http_status, outcome.error, records=rows.records,
+            links=rows.links, links_skipped=rows.links_skipped, links_cut=rows.links_cut,
+        )  # fmt: skip
 
     def _halt(self, lease: Lease, exc: FolderUnwritable) -> PageOutcome:
         """A folder of ours cannot be written (a full disk, no permission): stop the

@@ -60,6 +60,9 @@ class Request:
         cookies: sent with this request, beside the crawl's cookie jar.
         callback: the spider method that parses the response: the method itself
             (``self.parse_item``) or its name; None is ``parse``.
+        errback: the spider method called with a :class:`~crashsafe.crawl.failure.Failure`
+            when the request fails for good (its retries spent, a status the spider does
+            not handle); what it yields is stored with the page, done.
         cb_kwargs: keyword arguments for the callback (JSON values).
         meta: carried to the response as ``page.meta`` (JSON values); ``meta["proxy"]``
             sends this request through that proxy.
@@ -73,6 +76,7 @@ class Request:
     body: bytes | str | None = None
     cookies: Mapping[str, str] | None = None
     callback: str | Callable[..., Any] | None = None
+    errback: str | Callable[..., Any] | None = None
     cb_kwargs: Mapping[str, Any] | None = None
     meta: Mapping[str, Any] | None = None
     priority: int = 0
@@ -90,7 +94,12 @@ class Request:
     @property
     def is_plain(self) -> bool:
         """A GET without body whose replay needs nothing but its URL."""
-        return self.method.upper() == "GET" and not self.body_bytes and not self.dont_filter
+        return (
+            self.method.upper() == "GET"
+            and not self.body_bytes
+            and not self.dont_filter
+            and self.errback is None
+        )
 
     def stored(self) -> str | None:
         """What the frontier keeps beside the URL to send this request again, as JSON
@@ -110,6 +119,9 @@ class Request:
             value = getattr(self, name)
             if value:
                 out[name] = value
+        errback = callback_name(self.errback)
+        if errback:
+            out["errback"] = errback
         if not out:
             return None
         try:
@@ -135,9 +147,10 @@ def checked(request: Request) -> Request:
     naming the first that cannot. ``meta`` and ``cb_kwargs`` are checked when stored."""
     if not isinstance(request.url, str):
         raise BadRequest(f"the URL is a {type(request.url).__name__}, not a string")
-    callback = callback_name(request.callback)
-    if callback is not None and not (isinstance(callback, str) and callback.isidentifier()):
-        raise BadRequest(f"callback {callback!r} is not the name of a spider method")
+    for kind in ("callback", "errback"):
+        name = callback_name(getattr(request, kind))
+        if name is not None and not (isinstance(name, str) and name.isidentifier()):
+            raise BadRequest(f"{kind} {name!r} is not the name of a spider method")
     if type(request.priority) is not int or request.priority not in _PRIORITY:
         raise BadRequest(f"priority {request.priority!r} is not an integer within 64 bits")
     method = request.method
@@ -220,6 +233,7 @@ def request_from_row(key: str, callback: str | None, stored: str | None) -> Requ
         body=body,
         cookies=data.get("cookies"),
         callback=callback,
+        errback=data.get("errback"),
         cb_kwargs=data.get("cb_kwargs"),
         meta=data.get("meta"),
         dont_filter="~" in key.partition("#")[2],

@@ -43,6 +43,9 @@ class CrawlSettings:
             (RFC 9309 2.3.1.4; default 30 days).
         log_interval: seconds between two progress lines logged (``crashsafe.crawl``,
             INFO) when the crawl is not shown live on a terminal; 0: none.
+        max_pages, max_items: stop this run gracefully once it has committed this many
+            pages, or stored this many records (Scrapy's ``CLOSESPIDER_PAGECOUNT`` and
+            ``CLOSESPIDER_ITEMCOUNT``); the same command again goes on. None: no limit.
         unreachable_timeout: seconds a run goes on once all that is left waits for
             robots.txt of unreachable origins (nothing else can be fetched); then it ends
             with exit status 5, naming them, the pages still pending for the next run.
@@ -94,6 +97,8 @@ class CrawlSettings:
     robots_unreachable_grace: float = 30 * 24 * 3600.0
     unreachable_timeout: float = 180.0
     log_interval: float = 30.0
+    max_pages: int | None = None
+    max_items: int | None = None
     allowed_domains: tuple[str, ...] | None = None
     allowed_addresses: tuple[str, ...] = ()
     strip_query_params: tuple[str, ...] = DEFAULT_STRIP_PARAMS
@@ -134,17 +139,19 @@ class CrawlSettings:
             raise ConfigError(f"setting lease_ahead must be >= 0, got {self.lease_ahead!r}")
         if self.per_host_concurrency is not None and self.per_host_concurrency <= 0:
             raise ConfigError("setting per_host_concurrency must be > 0 (or None)")
+        for limit in ("max_pages", "max_items"):
+            if getattr(self, limit) is not None and getattr(self, limit) <= 0:
+                raise ConfigError(f"setting {limit} must be > 0 (or None)")
 
     @property
     def host_limit(self) -> int:
         return self.per_host_concurrency or self.concurrency
 
     def replace(self, **changes: Any) -> CrawlSettings:
-        unknown = set(changes) - self.names()
-        if unknown:
-            raise ConfigError(
-                f"unknown setting(s) {sorted(unknown)}; known: {', '.join(sorted(self.names()))}"
-            )
+        from crashsafe.crawl.scrapy_names import unknown
+
+        for name in sorted(set(changes) - self.names()):
+            raise unknown(name, self.names())
         return dataclasses.replace(self, **changes)
 
     @classmethod
@@ -156,7 +163,9 @@ class CrawlSettings:
         """Convert a CLI string (``--set name=value``) to the setting's type."""
         default = getattr(cls(), name, None) if name in cls.names() else None
         if name not in cls.names():
-            raise ConfigError(f"unknown setting {name!r}; known: {', '.join(sorted(cls.names()))}")
+            from crashsafe.crawl.scrapy_names import unknown
+
+            raise unknown(name, cls.names())
         try:
             if isinstance(default, bool):
                 if text.lower() not in {"1", "0", "true", "false", "yes", "no"}:
@@ -164,7 +173,7 @@ class CrawlSettings:
                 return text.lower() in {"1", "true", "yes"}
             if name in {"files_dir", "warc_dir"}:
                 return None if text.lower() in {"", "none"} else text
-            if name in {"per_host_concurrency", "max_depth"}:
+            if name in {"per_host_concurrency", "max_depth", "max_pages", "max_items"}:
                 return None if text.lower() in {"", "none"} else int(text)
             if isinstance(default, int):
                 return int(text)

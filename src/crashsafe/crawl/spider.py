@@ -208,7 +208,7 @@ class Page:
 
     def follow(
         self,
-        href: str,
+        href: str | Any,
         *,
         callback: str | Callable[..., Any] | None = None,
         priority: int = 0,
@@ -217,8 +217,12 @@ class Page:
         """A :class:`Request` for ``href`` resolved against this page, to be parsed by the
         spider method ``callback`` (its name, or the method itself:
         ``callback=self.parse_item``). Other keywords are the Request's (``method``,
-        ``headers``, ``body``, ``cookies``, ``meta``, ``cb_kwargs``, ``dont_filter``)."""
-        return Request(self.urljoin(href), callback=callback, priority=priority, **request)
+        ``headers``, ``body``, ``cookies``, ``meta``, ``cb_kwargs``, ``dont_filter``).
+
+        ``href`` may be a selector, as in Scrapy: an ``<a>`` or ``<link>`` element (its
+        ``href``), an attribute or text selection (its value), or a SelectorList of one.
+        """
+        return Request(self.urljoin(_href(href)), callback=callback, priority=priority, **request)
 
     def follow_all(
         self,
@@ -235,19 +239,42 @@ class Page:
 
         A selector that matches elements rather than attributes uses their ``href``.
         """
+        found: Iterable[Any]
         if hrefs is None:
             if css is None and xpath is None:
                 raise ConfigError("follow_all needs hrefs, css= or xpath=")
             found = self.css(css) if css is not None else self.xpath(xpath or "")
-            hrefs = []
-            for sel in found:
-                root = sel.root
-                value = root.get("href") if hasattr(root, "get") else sel.get()
-                if isinstance(value, str):
-                    hrefs.append(value)
-        for href in hrefs:
+        else:
+            found = hrefs  # strings, selectors, or a SelectorList
+        for item in found:
+            href = _href(item, strict=False)
             if href and not href.startswith(("javascript:", "mailto:", "tel:", "#")):
                 yield self.follow(href, callback=callback, priority=priority, **request)
+
+
+def _href(link: Any, *, strict: bool = True) -> str:
+    """The URL text of what ``follow`` was given: a string as it is; an element's
+    ``href`` (``<a>``, ``<link>``, ``<area>``); an attribute's or text's value; a
+    SelectorList of exactly one of these. ``""`` for an element without one (skipped by
+    ``follow_all``; ``follow`` raises ConfigError)."""
+    if isinstance(link, str):
+        return link
+    if isinstance(link, SelectorList):
+        if len(link) != 1:
+            raise ConfigError(
+                f"follow() takes one link; this SelectorList has {len(link)}: use "
+                "follow_all(selectors) for each of them"
+            )
+        link = link[0]
+    if isinstance(link, Selector):
+        root = link.root
+        if hasattr(root, "get"):  # an element
+            value = root.get("href")
+            if value is None and strict:
+                raise ConfigError(f"follow(): <{root.tag}> has no href attribute")
+            return str(value or "")
+        return str(link.get() or "")
+    raise ConfigError(f"follow() takes a URL string or a selector, not {type(link).__name__}")
 
 
 class Spider:
@@ -275,6 +302,14 @@ class Spider:
     sitemap_rules: ClassVar[list[tuple[str, str | Callable[..., Any]]]] = [("", "parse")]
     sitemap_follow: ClassVar[list[str]] = [""]
     sitemap_alternate_links: ClassVar[bool] = False
+
+    def __init__(self, **arguments: Any) -> None:
+        """``arguments`` become attributes, as Scrapy's spider arguments do
+        (``crashsafe crawl shop.py -a category=lamps`` sets ``self.category``)."""
+        for name, value in arguments.items():
+            if not name.isidentifier() or name.startswith("_"):
+                raise ConfigError(f"spider argument {name!r}: use a name like category=lamps")
+            setattr(self, name, value)
 
     @property
     def logger(self) -> logging.Logger:
@@ -343,7 +378,30 @@ class Spider:
         headers = from_class.get("default_headers")
         if isinstance(headers, Mapping):
             from_class["default_headers"] = tuple((str(k), str(v)) for k, v in headers.items())
-        return CrawlSettings().replace(**from_class).replace(**overrides)
+        return (
+            CrawlSettings()
+            .replace(**from_class)
+            .replace(**_custom_settings(cls))
+            .replace(**overrides)
+        )
+
+
+def _custom_settings(cls: type[Spider]) -> dict[str, Any]:
+    """A spider's ``custom_settings`` (Scrapy's habit), Scrapy's names translated."""
+    from crashsafe.crawl.scrapy_names import from_scrapy
+
+    custom = getattr(cls, "custom_settings", None) or {}
+    if not isinstance(custom, Mapping):
+        raise ConfigError(f"{cls.__name__}.custom_settings must be a dict")
+    settings: dict[str, Any] = {}
+    for name, value in custom.items():
+        if isinstance(value, list | tuple | set):
+            text = ",".join(map(str, value))
+        else:
+            text = "none" if value is None else str(value)
+        ours, text = from_scrapy(str(name), text)
+        settings[ours] = CrawlSettings.parse_value(ours, text)
+    return settings
 
 
 def start_requests_of(spider: Spider, urls: Sequence[str] | None = None) -> list[Request]:

@@ -144,7 +144,13 @@ class SQLiteStore(SQLStore):
             raise StoreError(
                 f"cannot create database {self.path}: folder {self.path.parent} does not exist"
             )
-        create_private(self.path)  # 0600; SQLite gives its -wal and -shm files the same mode
+        try:
+            create_private(self.path)  # 0600; SQLite gives its -wal and -shm files that mode
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create database {self.path}: {exc.strerror or exc} (a read-only "
+                "file system, or no permission): choose a folder you can write with --db"
+            ) from None
         try:
             self._db = sqlite3.connect(
                 self.path,

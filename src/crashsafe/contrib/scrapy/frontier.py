@@ -29,12 +29,31 @@ from twisted.internet import task
 from crashsafe.contrib.scrapy.codec import LEASE_META, encode, frontier_key
 from crashsafe.errors import ConfigError
 from crashsafe.ids import record_id
-from crashsafe.store import STALE, Lease, NewUrl, PageOutcome, RecordRow, Store, open_store
+from crashsafe.store import STALE, Lease, NewUrl, PageOutcome, RecordRow, Store, masked, open_store
 
 logger = logging.getLogger("crashsafe.scrapy")
 
 DEFAULT_DB = "sqlite:///crashsafe.db"
 SWITCH_INTERVAL = 0.0005  # seconds: see Frontier.open
+
+
+def database_of(settings: Any) -> tuple[str, str]:
+    """``CRASHSAFE_DB`` and where it came from, in this order: ``-s`` on the command line,
+    the ``CRASHSAFE_DB`` environment variable, the setting (settings.py, the spider's
+    ``custom_settings``), the default (``sqlite:///crashsafe.db``): a deployment's
+    environment wins over the project's file, as the command line wins over both."""
+    from scrapy.settings import SETTINGS_PRIORITIES
+
+    given = settings.get("CRASHSAFE_DB")
+    priority = settings.getpriority("CRASHSAFE_DB") or 0
+    env = os.environ.get("CRASHSAFE_DB")
+    if given and priority >= SETTINGS_PRIORITIES["cmdline"]:
+        return str(given), "-s CRASHSAFE_DB"
+    if env:
+        return env, "the CRASHSAFE_DB environment variable"
+    if given:
+        return str(given), "the CRASHSAFE_DB setting"
+    return DEFAULT_DB, "the default (no CRASHSAFE_DB)"
 
 
 def item_keyer(setting: Any) -> Callable[[Mapping[str, Any]], Any]:
@@ -69,10 +88,10 @@ class Frontier:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         settings = crawler.settings
-        self.db = settings.get("CRASHSAFE_DB") or os.environ.get("CRASHSAFE_DB") or DEFAULT_DB
+        self.db, self.db_from = database_of(settings)
         self.crawl_name: str = settings.get("CRASHSAFE_CRAWL") or ""
         self.lease_seconds = settings.getfloat("CRASHSAFE_LEASE_SECONDS", 60.0)
-        self.key = item_keyer(settings.get("CRASHSAFE_ITEM_KEY"))
+        self.key: Callable[[Mapping[str, Any]], Any] = lambda item: None  # set by open()
         self.fingerprint = crawler.request_fingerprinter.fingerprint
         self.store: Store | None = None
         self.owner = ""
@@ -95,9 +114,21 @@ class Frontier:
 
     # -- life ------------------------------------------------------------------------------
     def open(self, spider: Spider) -> None:
+        """Open the store and take part in the crawl; a ConfigError or StoreError says what
+        is wrong in one line (the scheduler closes the spider with it)."""
+        self.key = item_keyer(self.crawler.settings.get("CRASHSAFE_ITEM_KEY"))
         self.spider = spider
         self.crawl_name = self.crawl_name or spider.name
         self.store = cast(Store, _Locked(open_store(self.db, create=True), self._lock))
+        stats = self.store.stats(self.crawl_name)
+        went = f"resuming crawl {self.crawl_name!r}" if stats.known else "starting crawl"
+        if not stats.known:
+            went += f" {self.crawl_name!r}"
+        logger.info(
+            "crashsafe: %s on %s (from %s): %d done, %d pending, %d failed",
+            went, masked(self.db), self.db_from, stats.done, stats.pending + stats.leased,
+            stats.failed,
+        )  # fmt: skip
         self._committer = concurrent.futures.ThreadPoolExecutor(1, "crashsafe-commit")
         # The committer thread gives up the GIL at every SQLite call and must win it back
         # from a busy reactor thread each time, which takes up to the switch interval

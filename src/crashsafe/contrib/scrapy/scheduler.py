@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from typing import Any, cast
 
 from scrapy import Request, Spider
 from scrapy.core.scheduler import BaseScheduler
@@ -23,6 +24,7 @@ from scrapy.crawler import Crawler
 
 from crashsafe.contrib.scrapy.codec import LEASE_META, decode
 from crashsafe.contrib.scrapy.frontier import Frontier, logger
+from crashsafe.errors import CrashsafeError
 from crashsafe.store import Lease, PageOutcome
 
 DUE_CHECK_EVERY = 0.5  # seconds between looks at the store while nothing is leased here
@@ -45,6 +47,7 @@ class CrashsafeScheduler(BaseScheduler):
         self._open_until = 0.0  # due() said open work remains, until then
         self._empty_until = 0.0  # the last claim found nothing due: not before then
         self.spider: Spider | None = None
+        self._broken: str | None = None  # the frontier could not open: why
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CrashsafeScheduler:
@@ -52,7 +55,24 @@ class CrashsafeScheduler(BaseScheduler):
 
     def open(self, spider: Spider) -> None:
         self.spider = spider
-        self.frontier.open(spider)
+        try:
+            self.frontier.open(spider)
+        except CrashsafeError as exc:
+            # One line; the spider opens with nothing to do and is closed at once with
+            # the reason (raised from here, Scrapy showed a traceback, then another about
+            # a slot not assigned).
+            logger.error("crashsafe: %s", exc)
+            self._broken = f"crashsafe: {exc}"
+            from twisted.internet import reactor
+
+            cast(Any, reactor).callLater(0, self._close_broken)
+
+    def _close_broken(self) -> None:
+        from scrapy.utils.defer import deferred_from_coro
+
+        engine = self.crawler.engine
+        if engine is not None and self._broken is not None:
+            deferred_from_coro(engine.close_spider_async(reason=self._broken))
 
     def close(self, reason: str) -> None:
         if self._ready and self.frontier.store is not None:  # leased, never sent
@@ -61,6 +81,8 @@ class CrashsafeScheduler(BaseScheduler):
         self.frontier.close()
 
     def enqueue_request(self, request: Request) -> bool:
+        if self._broken is not None:
+            return False
         if LEASE_META in request.meta:  # a retry or redirect of a leased request
             self._local.append(request)
             return True
@@ -89,6 +111,8 @@ class CrashsafeScheduler(BaseScheduler):
             nextcall.schedule()
 
     def next_request(self) -> Request | None:
+        if self._broken is not None:
+            return None
         if self._local:
             return self._local.popleft()
         # A group commit on its way refills the ready leases in its own transaction and
@@ -124,6 +148,8 @@ class CrashsafeScheduler(BaseScheduler):
         return request
 
     def has_pending_requests(self) -> bool:
+        if self._broken is not None:
+            return False
         if self._local or self._ready or self.frontier.busy or self.frontier.leases:
             return True
         if time.monotonic() < self._open_until:
