@@ -9,29 +9,31 @@ with ``_crashsafe_``, so it never takes the place of a field of the item (an ite
 has such a field itself is refused, not overwritten).
 
 Text is written exactly: JSON carries NUL and lone surrogates as ``\\u`` escapes, so a
-key or a value read back is the one yielded. CSV in UTF-8 cannot carry a lone
-surrogate: such a cell is written with a backslash escape and counted (``Written.escaped``),
-and the command says so.
+key or a value read back is the one yielded, but for one case JSON cannot tell apart: a
+high and a low surrogate side by side (a "split pair") read back as the one character
+they make; such rows are counted (``Written.joined``) and the command says so (the store
+keeps them exactly). CSV in UTF-8 cannot carry a lone surrogate: such a cell is written
+with a backslash escape and counted (``Written.escaped``), and the command says so.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Any
 
 from crashsafe.errors import ConfigError
-from crashsafe.store.values import StoredRecord
+from crashsafe.store.values import META_PREFIX, StoredRecord
 from crashsafe.text import csv_cell
 
 __all__ = ["FORMATS", "META_PREFIX", "Written", "format_of", "item_rows", "write_rows"]
 
 #: The formats, by the file extensions that choose them.
 FORMATS = {".jsonl": "jsonl", ".jl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
-META_PREFIX = "_crashsafe_"
 
 
 def format_of(path: str, given: str | None = None) -> str:
@@ -52,6 +54,7 @@ class Written:
 
     rows: int = 0
     escaped: int = 0
+    joined: int = 0  # rows whose text held a split surrogate pair (JSON reads one character)
 
 
 def _iso(ts: float) -> str:
@@ -62,15 +65,16 @@ def item_row(r: StoredRecord, *, with_meta: bool = False, feed: bool = False) ->
     """What is written of record ``r``: a plain item as it was yielded; a ``Record``'s
     data with its key beside it (``_crashsafe_key``: the key is part of what was yielded).
     With ``with_meta`` (or in a change feed, ``feed``) crashsafe's other ``_crashsafe_*``
-    fields are added. Data that is not a dict goes under ``data`` when anything is added."""
+    fields are added. Data that is not a dict goes under ``_crashsafe_data``."""
     if r.is_item and not (with_meta or feed):
         return r.data
-    row = dict(r.data) if isinstance(r.data, dict) else {"data": r.data}
+    row = dict(r.data) if isinstance(r.data, dict) else {f"{META_PREFIX}data": r.data}
     meta: dict[str, Any] = {"key": r.key}
     if with_meta or feed:
         meta = {
             "id": r.id,
             "crawl": r.crawl,
+            "source": r.source,
             "key": r.key,
             "url": r.url,
             "version": r.version,
@@ -96,22 +100,28 @@ def item_rows(
     return (item_row(r, with_meta=with_meta, feed=feed) for r in records)
 
 
-def json_text(value: Any) -> str:
+def json_text(value: Any, written: Written | None = None) -> str:
     """``value`` as JSON that a UTF-8 file holds exactly: UTF-8 text where it can be,
-    ``\\u`` escapes where UTF-8 has no bytes (lone surrogates)."""
+    ``\\u`` escapes where UTF-8 has no bytes (lone surrogates; a split pair among them
+    is counted in ``written.joined``)."""
     text = json.dumps(value, ensure_ascii=False)
     if not text.isascii():
         try:
             text.encode()
         except UnicodeEncodeError:
+            if written is not None and _SPLIT_PAIR.search(text):
+                written.joined += 1
             return json.dumps(value)
     return text
+
+
+_SPLIT_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 
 def _write_jsonl(rows: Iterable[Any], out: IO[str]) -> Written:
     w = Written()
     for row in rows:
-        out.write(json_text(row) + "\n")
+        out.write(json_text(row, w) + "\n")
         w.rows += 1
     return w
 
@@ -120,22 +130,34 @@ def _write_json(rows: Iterable[Any], out: IO[str]) -> Written:
     w = Written()
     out.write("[")
     for row in rows:
-        out.write(("\n" if w.rows == 0 else ",\n") + json_text(row))
+        out.write(("\n" if w.rows == 0 else ",\n") + json_text(row, w))
         w.rows += 1
     out.write("\n]\n")
     return w
 
 
-def _write_csv(rows: Callable[[], Iterable[Any]], out: IO[str], *, raw: bool) -> Written:
-    """Two passes over ``rows()``: the union of fields (in the order first met) for the
-    header, then the rows, so nothing is held in memory."""
+def _write_csv(rows: Iterable[Any], out: IO[str], *, raw: bool) -> Written:
+    """One pass over ``rows``, spooled to a temporary file while the union of their
+    fields (in the order first met) is gathered for the header, then the rows: the
+    header and the rows are of the same reading (two readings of a database a crawl is
+    writing could differ), and nothing is held in memory."""
+    import tempfile
+
     fields: dict[str, None] = {}
-    for row in rows():
-        fields.update(dict.fromkeys(row if isinstance(row, dict) else ["data"]))
+    with tempfile.TemporaryFile("w+", encoding="ascii") as spool:
+        for row in rows:
+            fields.update(dict.fromkeys(row if isinstance(row, dict) else ["data"]))
+            spool.write(json.dumps(row) + "\n")  # (ASCII: every string escaped)
+        spool.seek(0)
+        return _write_spooled(spool, list(fields), out, raw=raw)
+
+
+def _write_spooled(spool: IO[str], fields: list[str], out: IO[str], *, raw: bool) -> Written:
     writer = csv.writer(out)
     written = Written()
-    written.escaped += _write_cells(writer, list(fields), raw=raw)
-    for row in rows():
+    written.escaped += _write_cells(writer, fields, raw=raw)
+    for line in spool:
+        row = json.loads(line)
         data = row if isinstance(row, dict) else {"data": row}
         cells = [data.get(f) for f in fields]
         cells = [json_text(c) if isinstance(c, dict | list) else c for c in cells]
@@ -162,10 +184,10 @@ def _write_cells(writer: Any, cells: list[Any], *, raw: bool) -> int:
 def write_rows(
     rows: Callable[[], Iterable[Any]], out: IO[str], fmt: str, *, raw: bool = False
 ) -> Written:
-    """Write the rows ``rows()`` gives (CSV calls it twice) as ``fmt`` to ``out``. CSV
+    """Write the rows ``rows()`` gives as ``fmt`` to ``out``, reading them once. CSV
     cells a spreadsheet would run as a formula are neutralised unless ``raw``."""
     if fmt == "csv":
-        return _write_csv(rows, out, raw=raw)
+        return _write_csv(rows(), out, raw=raw)
     if fmt == "json":
         return _write_json(rows(), out)
     return _write_jsonl(rows(), out)

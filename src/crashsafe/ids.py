@@ -41,12 +41,16 @@ DOT_SEGMENT = re.compile(r"/\.\.?(?:/|$)")
 def record_id(source: str, key: str) -> str:
     """Return the id of the record with natural ``key`` from ``source``.
 
-    SHA-256 of ``"{source}:{key}"`` in UTF-8, first 32 hex characters (128 bits). Lone
-    surrogates, which UTF-8 has no bytes for, are encoded as their code points are
-    (``surrogatepass``), so two different keys never share an id: ``"s\\ud800"`` (an s
-    and a lone surrogate) and ``r"s\\ud800"`` (an s, a backslash and five letters) are
-    two records. Every other key hashes as plain UTF-8, as it always did.
+    SHA-256 of ``"{source}:{key}"`` in UTF-8, first 32 hex characters (128 bits), made
+    one to one: lone surrogates, which UTF-8 has no bytes for, are encoded as their code
+    points are (``surrogatepass``), so ``"s\\ud800"`` (an s and a lone surrogate) and
+    ``r"s\\ud800"`` (an s, a backslash and five letters) are two records; and a ``:`` or
+    ``\\`` in the source is escaped with a backslash, so that source ``"a:b"`` with key
+    ``"c"`` is not source ``"a"`` with key ``"b:c"``. Every other source and key hashes as
+    it always did. A key is text: the integer ``1`` is the key ``"1"``.
     """
+    if ":" in source or "\\" in source:
+        source = source.replace("\\", "\\\\").replace(":", "\\:")
     return hashlib.sha256(f"{source}:{key}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 

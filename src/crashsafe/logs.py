@@ -18,7 +18,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["LEVELS", "QUIET", "JsonFormatter", "configure", "fields"]
+__all__ = ["LEVELS", "JsonFormatter", "configure", "fields", "json_lines", "spider_logger"]
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: The attributes every LogRecord has: what is not among them came with ``extra=``.
@@ -64,10 +64,6 @@ class _Stderr(logging.Handler):
             self.handleError(record)
 
 
-#: Libraries whose INFO and DEBUG lines would drown ours: from WARNING only.
-QUIET = ("aiohttp", "asyncio", "psycopg", "openai", "httpx", "httpcore", "hpack", "urllib3")
-
-
 _json = [False]
 
 
@@ -78,8 +74,9 @@ def json_lines() -> bool:
 
 
 def configure(level: str = "INFO", fmt: str = "text") -> None:
-    """Send every logger's lines at ``level`` and above to stderr, as ``fmt`` (``text``
-    or ``json``); the libraries in :data:`QUIET` only from WARNING."""
+    """Send crashsafe's lines (``crashsafe.*``, and the spiders': :func:`spider_logger`)
+    at ``level`` and above to stderr, as ``fmt`` (``text`` or ``json``); every other
+    library's only from WARNING (an HTTP client's line per request would drown ours)."""
     name = level.upper()
     if name not in LEVELS:
         raise ValueError(f"log level {level!r}: use one of {', '.join(LEVELS)}")
@@ -89,7 +86,25 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(name)
-    for library in QUIET:
-        logging.getLogger(library).setLevel(max(logging.WARNING, root.level))
+    root.setLevel(logging.WARNING)
+    logging.getLogger("crashsafe").setLevel(name)
+    for spider in _spiders:
+        logging.getLogger(spider).setLevel(name)
+    _level[0] = name
     _json[0] = fmt == "json"
+
+
+_level: list[str | None] = [None]  # what configure() set, once it ran
+_spiders: set[str] = set()
+
+
+def spider_logger(name: str) -> logging.Logger:
+    """The logger of the spider named ``name`` (Scrapy names it so too), at crashsafe's
+    level once the CLI configured logging (a library user's configuration is left as
+    it is)."""
+    logger = logging.getLogger(name)
+    if name not in _spiders:
+        _spiders.add(name)
+        if _level[0] is not None and logger.level == logging.NOTSET:
+            logger.setLevel(_level[0])
+    return logger

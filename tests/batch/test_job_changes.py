@@ -62,8 +62,9 @@ def test_a_checkpoint_written_before_hashes_and_job_lines_resumes(tmp_path: Path
     assert again.returncode == 0, again.stderr
     assert "3 already done, 3 to do" in again.stderr and "changed" not in again.stderr
     assert scan(cp).jobs == [{"task": "word_count.py:count_words"}]
+    # (batch run hands the task the whole row: its every field is hashed)
     assert [line["hashes"] for line in scan(cp).lines[1:]] == [
-        [text_hash("text 3"), text_hash("text 4"), text_hash("text 5")]
+        [text_hash(f"text {n}", {"id": f"r{n}"}) for n in (3, 4, 5)]
     ]
 
 
@@ -150,3 +151,47 @@ def test_an_empty_input_says_so(tmp_path: Path) -> None:
                      "--task", TASK)  # fmt: skip
     assert result.returncode == 0 and f"{src} holds no items: nothing to do." in result.stderr
     assert not (tmp_path / "cp.jsonl").exists() or not (tmp_path / "cp.jsonl").read_text()
+
+
+def test_a_file_saved_again_with_other_whitespace_is_no_change(tmp_path: Path) -> None:
+    # (an adversary's find: CRLF line ends, or a trailing space, re-paid every item)
+    src, cp = tmp_path / "in.txt", tmp_path / "cp.jsonl"
+    src.write_text("".join(f"review {n}\n" for n in range(10)))
+    args = ["batch", "run", str(src), "--checkpoint", str(cp), "--task", TASK]
+    assert run_cli(*args).returncode == 0
+    src.write_bytes("".join(f"review  {n} \r\n" for n in range(10)).encode())
+    again = run_cli(*args)
+    assert "10 already done, 0 to do" in again.stderr and "changed" not in again.stderr
+
+
+def test_a_task_handed_the_whole_row_is_asked_again_when_any_field_changed(
+    tmp_path: Path,
+) -> None:
+    task = tmp_path / "stars.py"
+    task.write_text("def run(items):\n    return [{'stars': i.data['stars']} for i in items]\n")
+    src, cp = tmp_path / "in.jsonl", tmp_path / "cp.jsonl"
+    rows = [{"id": str(n), "text": "same text", "stars": 1} for n in range(4)]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["batch", "run", str(src), "--checkpoint", str(cp), "--task", f"{task}:run"]
+    assert run_cli(*args).returncode == 0
+    rows[2]["stars"] = 5
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    again = run_cli(*args)
+    assert "1 item changed since answered: redone" in again.stderr, again.stderr
+    assert results(cp)["2"] == {"stars": 5}
+
+
+def test_a_damaged_job_line_does_not_turn_the_check_off(tmp_path: Path) -> None:
+    texts = {f"r{k}": f"great product {k}" for k in range(10)}
+    src, cp = write_items(tmp_path / "in.jsonl", texts), tmp_path / "cp.jsonl"
+    with LLMServerThread() as server:
+        base = ["batch", "classify", str(src), "--checkpoint", str(cp),
+                "--base-url", server.base_url]  # fmt: skip
+        assert run_cli(*base, "--labels", "positive,negative").returncode == 0
+        cp.write_text(cp.read_text().replace('{"job"', '{"jo"', 1))  # damaged
+        other = run_cli(*base, "--labels", "good,bad")
+        assert other.returncode == 1 and "job line" in other.stderr
+        assert "missing or damaged" in other.stderr and "--accept-changed" in other.stderr
+        assert "Traceback" not in other.stderr
+        # a classify run logs no line per HTTP request of the client it uses
+        assert "HTTP Request" not in other.stderr

@@ -27,14 +27,22 @@ def crawl(db: str, *starts: str, sets: tuple[str, ...] = (), extra: tuple[str, .
 
 
 def test_a_host_that_is_down_is_named_and_the_run_ends_with_status_5(
-    shop: Callable[..., ShopThread], db_url: str
+    shop: Callable[..., ShopThread], db_url: str, tmp_path: Path
 ) -> None:
     site = shop(listings=2, per_listing=3)
     down = f"http://127.0.0.1:{unused_port()}"
     # the shop's pages are all fetched; then all that is left waits on the other origin
-    result = crawl(db_url, f"{site.url}/list/0", f"{down}/list/0",
-                   sets=("unreachable_timeout=3", "log_interval=1"))  # fmt: skip
+    out = tmp_path / "items.jsonl"
+    sets = ("unreachable_timeout=3", "log_interval=1")
+    result = crawl(
+        db_url, f"{site.url}/list/0", f"{down}/list/0", sets=sets, extra=("-o", str(out))
+    )
     assert result.returncode == 5, result.stderr
+    # -o is written all the same (a cron line with one site down gets the rest), saying so
+    assert len(out.read_text().splitlines()) == 6
+    assert (
+        "(not the items of the pages that wait, below: the crawl is not complete)" in result.stderr
+    )
     assert "8 pages done" in result.stderr  # 2 listings and 6 products
     waits = f"1 page waits for robots.txt of {down}: connection refused"
     assert waits in result.stderr

@@ -15,11 +15,19 @@ def test_record_id_is_sha256_of_source_and_key() -> None:
     assert len(expected) == 32
 
 
-@given(st.text(), st.text())
-def test_two_keys_never_share_an_id(a: str, b: str) -> None:
-    # st.text() yields lone surrogates and NUL too; the id is a function of the key's code
-    # points, so only the same key gives the same id (SHA-256 collisions aside)
-    assert (record_id("s", a) == record_id("s", b)) == (a == b)
+@given(st.text(), st.text(), st.text(), st.text())
+def test_two_records_never_share_an_id(s1: str, k1: str, s2: str, k2: str) -> None:
+    # st.text() yields lone surrogates, NUL, ":" and "\\" too; the id is a function of the
+    # source's and the key's code points, so only the same pair gives the same id
+    # (SHA-256 collisions aside)
+    assert (record_id(s1, k1) == record_id(s2, k2)) == ((s1, k1) == (s2, k2))
+
+
+def test_sources_with_a_colon_or_a_backslash_cannot_borrow_a_key() -> None:
+    # (an adversary's find: "a" + "b:c" and "a:b" + "c" hashed the same text)
+    assert record_id("a", "b:c") != record_id("a:b", "c")
+    assert record_id("x\\", "y:z") != record_id("x:y", "z")
+    assert record_id("a", "b") == hashlib.sha256(b"a:b").hexdigest()[:32]  # as it was
 
 
 def test_keys_that_an_escape_would_confuse_have_their_own_ids() -> None:

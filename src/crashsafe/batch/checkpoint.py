@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,9 +84,18 @@ class CheckpointScan:
         return found
 
 
-def text_hash(text: str) -> str:
-    """16 hex characters of SHA-256 of ``text``: what an answer was given for."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+def text_hash(text: str, rest: dict[str, Any] | None = None) -> str:
+    """16 hex characters of SHA-256 of what an answer was given for: ``text``
+    normalised as ids are (whitespace collapsed, lower-cased: a file saved again with
+    CRLF, or a duplicate folded under another spelling, is no change), and, for a task
+    that sees the whole row, the row's other fields (``rest``)."""
+    normalised = _WHITESPACE.sub(" ", text).strip().lower()
+    if rest:
+        normalised += "\x00" + json.dumps(rest, sort_keys=True, default=str)
+    return hashlib.sha256(normalised.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+_WHITESPACE = re.compile(r"\s+")
 
 
 def encode_line(line: dict[str, Any]) -> str:

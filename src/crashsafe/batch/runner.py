@@ -145,9 +145,13 @@ class BatchRunner:
         rng: random.Random | None = None,
         progress: BatchProgress | None = None,
         job: dict[str, Any] | None = None,
+        whole_rows: bool = False,
     ) -> None:
         self.task = task
         self.job = job
+        # What an answer depends on: the item's text (classify sends nothing else), or,
+        # for a task that is handed the whole row, every field of it.
+        self.whole_rows = whole_rows
         self.progress = progress
         self.inputs = inputs
         self.path = checkpoint_path
@@ -247,7 +251,7 @@ class BatchRunner:
             line = {
                 "batch": label,
                 "ids": ids,
-                "hashes": [text_hash(item.text) for item in batch],
+                "hashes": [self._hash(item) for item in batch],
                 "results": list(output.results),
                 "usage": usage,
                 "attempts": attempt,
@@ -291,7 +295,7 @@ class BatchRunner:
                 todo.append(item)
                 continue
             answered_for = done[item.id]
-            if answered_for is not None and answered_for != text_hash(item.text):
+            if answered_for is not None and answered_for != self._hash(item):
                 self.summary.changed += 1
                 if not self.settings.keep_changed:
                     todo.append(item)
@@ -329,7 +333,8 @@ class BatchRunner:
             if found.corrupt:
                 self.echo(
                     f"warning: {found.corrupt} corrupt line(s) in {self.path} skipped "
-                    f"({found.corrupt_where()}); their items will be done again"
+                    f"({found.corrupt_where()}); the items of any answer among them will "
+                    "be asked again"
                 )
             self._check_job(checkpoint)
             if self.settings.capped:
@@ -358,6 +363,11 @@ class BatchRunner:
             finally:
                 writer.cancel()
 
+    def _hash(self, item: Item) -> str:
+        if not self.whole_rows:
+            return text_hash(item.text)
+        return text_hash(item.text, {k: v for k, v in item.data.items() if v != item.text})
+
     def _check_job(self, checkpoint: Checkpoint) -> None:
         """Refuse to mix answers: the job that wrote the checkpoint's answers (its last
         job line) must be this one, or the change accepted. A checkpoint without a job
@@ -368,6 +378,15 @@ class BatchRunner:
         last = jobs[-1] if jobs else None
         if last == self.job:
             return
+        hashed = any("hashes" in line for line in checkpoint.found.lines)
+        if last is None and hashed and not self.settings.accept_changed:
+            # Answers written by a version that writes job lines, and none to be found:
+            # the line was damaged or removed, and with it what the answers were for.
+            raise ConfigError(
+                f"{self.path} holds answers but its job line (task, labels, model) is "
+                "missing or damaged, so what they were asked with cannot be checked: use a "
+                "new --checkpoint, or --accept-changed to take this run's job for theirs"
+            )
         if last is not None:
             changes = job_changes(last, self.job)
             if not self.settings.accept_changed:

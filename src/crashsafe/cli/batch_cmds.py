@@ -61,7 +61,9 @@ def run_options(f: F) -> F:
     return log_options(f)
 
 
-def run_job(task: Task, *, job: dict[str, Any] | None = None, **opts: Any) -> None:
+def run_job(
+    task: Task, *, job: dict[str, Any] | None = None, whole_rows: bool = False, **opts: Any
+) -> None:
     """Read the input, run the job, print the summary and exit with its status."""
     shard = parse_shard(opts["shard"])
     key_by: KeyBy = opts["key_by"]
@@ -105,6 +107,7 @@ def run_job(task: Task, *, job: dict[str, Any] | None = None, **opts: Any) -> No
         echo=lambda line: click.echo(line, err=True),
         handle_signals=opts.get("handle_signals", True),
         job=job,
+        whole_rows=whole_rows,
     )
     if not opts.get("no_progress") and sys.stderr.isatty():
         priced = bool(settings.price_in or settings.price_out)
@@ -189,7 +192,7 @@ def run_cmd(task_target: str, **opts: Any) -> None:
     where, _, name = task_target.rpartition(":")
     # A file's task by its file name: the same task run from another folder is the same.
     named = f"{Path(where).name}:{name}" if where.endswith(".py") else task_target
-    run_job(load_task(task_target), job={"task": named}, **opts)
+    run_job(load_task(task_target), job={"task": named}, whole_rows=True, **opts)
 
 
 def llm_env(base_url: str | None, model: str | None) -> tuple[str, str, str]:

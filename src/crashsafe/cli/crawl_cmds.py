@@ -286,8 +286,8 @@ def crawl(
         store.close()
     if parent_fd is not None:  # a worker: the command that started it reports
         sys.exit(130 if result.interrupted else EXIT_WAITING if result.gave_up else 0)
-    if feed is not None and not result.interrupted and not result.gave_up:
-        feed.write(db_url, spider_cls.name)
+    if feed is not None and not result.interrupted:
+        feed.write(db_url, spider_cls.name, waiting=bool(result.gave_up))
     report_result(result, db_url, this_run)
 
 
@@ -328,6 +328,6 @@ def run_as_workers(
         click.echo(summary(result), err=True)
         click.echo("Run the same command again to resume.", err=True)
         sys.exit(1)
-    if feed is not None and not stopped and not gave_up:
-        feed.write(store.url, crawl)
+    if feed is not None and not stopped:
+        feed.write(store.url, crawl, waiting=bool(gave_up))
     report_result(result, store.url, this_run)

@@ -110,6 +110,12 @@ def said(written: Written, where: str) -> str:
             f"; {written.escaped} CSV cell(s) held lone surrogates, which UTF-8 cannot carry: "
             "written as \\u escapes (export as JSON Lines for the exact text)"
         )
+    if written.joined:
+        line += (
+            f"; {written.joined} record(s) held a high and a low surrogate side by side, "
+            "which a JSON reader reads as the one character they make (the store keeps "
+            "them apart: Store.iter_records)"
+        )
     return line
 
 
@@ -148,7 +154,10 @@ class Feed:
         if self.path.is_dir():
             raise ConfigError(f"cannot write {self.path}: it is a folder; give a file name")
 
-    def write(self, db_url: str, crawl: str) -> int:
+    def write(self, db_url: str, crawl: str, *, waiting: bool = False) -> int:
+        """Write the file; ``waiting``: the crawl stopped with pages waiting for origins
+        that cannot be reached, which is said (the file holds every other item: a cron
+        line with one site down still gets the rest)."""
         self.check()
         store = open_db(db_url, readonly=True)
         try:
@@ -156,7 +165,10 @@ class Feed:
                 written = write_records(store, [crawl], out, self.fmt)
         finally:
             store.close()
-        click.echo(said(written, str(self.path)), err=True)
+        line = said(written, str(self.path))
+        if waiting:
+            line += " (not the items of the pages that wait, below: the crawl is not complete)"
+        click.echo(line, err=True)
         return written.rows
 
 
@@ -222,5 +234,5 @@ def export(
             )  # fmt: skip
     finally:
         store.close()
-    if output or written.escaped:
+    if output or written.escaped or written.joined:
         click.echo(said(written, output or "stdout"), err=True)

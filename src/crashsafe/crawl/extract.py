@@ -13,6 +13,7 @@ from crashsafe.crawl.spider import Link, Page, Record, Spider
 from crashsafe.errors import ConfigError
 from crashsafe.ids import record_id
 from crashsafe.store import NewUrl, RecordRow
+from crashsafe.store.values import META_PREFIX
 
 __all__ = [
     "BadLink",
@@ -225,6 +226,12 @@ def _record_row(key: Any, data: Any, source: str, url: str, *, is_item: bool = F
             f"({str(key)[:100]}): join its parts into one string"
         )
     key = str(key)
+    if isinstance(data, dict) and any(str(k).startswith(META_PREFIX) for k in data):
+        taken = next(str(k) for k in data if str(k).startswith(META_PREFIX))
+        raise ParseError(
+            f"record {key!r} has a field {taken!r}: fields named {META_PREFIX}* are "
+            "crashsafe's own (exports add them); rename it"
+        )
     try:
         return RecordRow.build(
             id=record_id(source, key),

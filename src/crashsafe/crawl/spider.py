@@ -315,7 +315,9 @@ class Spider:
     def logger(self) -> logging.Logger:
         """The spider's logger, named after it (as Scrapy's): ``self.logger.info(...)``
         goes where the crawl's lines go, at the level ``--log-level`` sets."""
-        return logging.getLogger(self.name or type(self).__name__)
+        from crashsafe.logs import spider_logger
+
+        return spider_logger(self.name or type(self).__name__)
 
     def start_requests(self) -> Iterable[Request | str]:
         """The requests the crawl starts from: by default a GET of every ``start_urls``

@@ -43,7 +43,9 @@ from crashsafe.store.values import (
     StoredCookies,
     StoredRecord,
     WalState,
+    key_from_code_points,
     storable,
+    untagged,
 )
 
 _by_id = operator.itemgetter("id")
@@ -203,7 +205,7 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects):
                 records += [
                     {"crawl": crawl, "id": r.id, "source": r.source, "key": r.key,
                      "key_json": r.key_json, "is_item": r.is_item, "url": r.url,
-                     "hash": r.content_hash,
+                     "hash": r.content_hash, "data_exact": r.data_exact,
                      "data": r.data_json, "now": now, "page": fid}
                     for r in p.records
                 ]  # fmt: skip
@@ -432,12 +434,13 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects):
         data: str,
         gone_at: float | None,
         is_item: bool,
+        tagged: bool,
     ) -> StoredRecord:
         try:
-            value = json.loads(data)
+            value = untagged(data) if tagged else json.loads(data)
             if key_json is not None:
-                key = json.loads(key_json)
-        except ValueError as exc:  # written by something else than crashsafe
+                key = key_from_code_points(key_json)
+        except (ValueError, TypeError) as exc:  # written by something else than crashsafe
             raise StoreError(
                 f"{masked(self.url)}: record {id_} of crawl {crawl!r} holds data that is not "
                 f"JSON ({exc}); fix or delete that row"

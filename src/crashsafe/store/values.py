@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from crashsafe.store.effect_values import FileRow
 
 Outcome = Literal["done", "retry", "failed", "skipped", "deferred"]
+#: The names crashsafe's own fields take in exports (``_crashsafe_key``...): an item may
+#: have no field of its own that starts so (the crawl refuses it, naming it).
+META_PREFIX = "_crashsafe_"
 C = TypeVar("C", bound=type)
 
 
@@ -65,6 +68,57 @@ def exact_json(data: Any, *, sort_keys: bool = True) -> str:
     return text
 
 
+def tagged_json(data: Any, *, sort_keys: bool = False) -> str:
+    """``data`` in a JSON form that keeps what JSON's own cannot: in JSON, the escapes of
+    a high and a low surrogate side by side read back as the one character of the pair
+    (``"\\ud83d\\ude00"`` is 😀), so a string that held the two lone surrogates would
+    not read back as it was. Every value is tagged: ``["s", text]``, ``["c", [code
+    points]]`` (a string with surrogates), ``["d", [[key, value], ...]]``, ``["l", [...]]``,
+    ``["v", number, true, false or null]``. Used only for data that holds surrogates."""
+    return json.dumps(_tag(data, sort_keys), separators=(",", ":"), allow_nan=False)
+
+
+def _tag(value: Any, sort_keys: bool) -> Any:
+    if isinstance(value, str):
+        return (
+            ["s", value]
+            if exact_text(value.replace("\x00", ""))
+            else ["c", [ord(c) for c in value]]
+        )
+    if isinstance(value, dict):
+        items = sorted(value.items()) if sort_keys else value.items()
+        return ["d", [[_tag(str(k), sort_keys), _tag(v, sort_keys)] for k, v in items]]
+    if isinstance(value, list | tuple):
+        return ["l", [_tag(v, sort_keys) for v in value]]
+    return ["v", value]
+
+
+def untagged(text: str) -> Any:
+    """The value :func:`tagged_json` wrote."""
+    return _untag(json.loads(text))
+
+
+def _untag(tagged: Any) -> Any:
+    kind, value = tagged
+    if kind == "s" or kind == "v":
+        return value
+    if kind == "c":
+        return "".join(map(chr, value))
+    if kind == "d":
+        return {_untag(k): _untag(v) for k, v in value}
+    return [_untag(v) for v in value]
+
+
+def key_code_points(key: str) -> str:
+    """What ``records.key_json`` holds for a key a text column cannot: its code points,
+    as a JSON array (a JSON string would join a split surrogate pair on reading)."""
+    return json.dumps([ord(c) for c in key])
+
+
+def key_from_code_points(text: str) -> str:
+    return "".join(map(chr, json.loads(text)))
+
+
 def exact_text(text: str) -> bool:
     """Whether a text column of every backend holds ``text`` as it is: no NUL
     (PostgreSQL's text cannot), no lone surrogate (UTF-8 cannot)."""
@@ -93,6 +147,16 @@ def storable(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text
+
+
+def _holds_surrogates(data: Any) -> bool:
+    if isinstance(data, str):
+        return not exact_text(data.replace("\x00", ""))
+    if isinstance(data, dict):
+        return any(_holds_surrogates(k) or _holds_surrogates(v) for k, v in data.items())
+    if isinstance(data, list | tuple):
+        return any(_holds_surrogates(v) for v in data)
+    return False
 
 
 def storable_data(data: Any) -> Any:
@@ -155,10 +219,12 @@ class RecordRow:
 
     ``key`` is the natural key as the ``key`` column shows it; when that column cannot
     hold it exactly (NUL, lone surrogates), ``key`` is its readable escape and
-    ``key_json`` the key as a JSON string (ASCII), from which it is read back exactly.
-    ``data_json`` is :func:`exact_json` of the data with its fields in the order the
-    spider gave them, which reads back exactly; ``content_hash`` is the SHA-256 of its
-    canonical form (fields sorted), so the same fields in another order are no change.
+    ``key_json`` its code points (:func:`key_code_points`), from which it is read back
+    exactly. ``data_json`` is :func:`exact_json` of the data with its fields in the order
+    the spider gave them, which reads back exactly, unless the data holds surrogates:
+    then ``data_exact`` is :func:`tagged_json` of it, and is what is read back.
+    ``content_hash`` is the SHA-256 of the canonical form (fields sorted, and tagged when
+    the data holds surrogates), so the same fields in another order are no change.
     """
 
     id: str
@@ -169,6 +235,7 @@ class RecordRow:
     content_hash: str
     key_json: str | None = None
     is_item: bool = False
+    data_exact: str | None = None
 
     @classmethod
     def build(
@@ -177,16 +244,20 @@ class RecordRow:
         """Serialise and hash ``data``; raises ``ValueError``/``TypeError`` for what JSON
         cannot carry (NaN, infinities, objects)."""
         canonical = exact_json(data)
-        digest = hashlib.sha256(canonical.encode()).hexdigest()
         text = exact_json(data, sort_keys=False) if isinstance(data, dict) else canonical
+        data_exact = None
+        if canonical.isascii() and "\\ud" in canonical and _holds_surrogates(data):
+            data_exact = tagged_json(data)
+            canonical = tagged_json(data, sort_keys=True)
+        digest = hashlib.sha256(canonical.encode()).hexdigest()
         key_json = None
         if not exact_text(key):
-            key_json, key = json.dumps(key), storable(key)
+            key_json, key = key_code_points(key), storable(key)
         if url is not None and not exact_text(url):
             url = storable(url)
         if not exact_text(source):
             source = storable(source)
-        return cls(id, source, key, url, text, digest, key_json, is_item)
+        return cls(id, source, key, url, text, digest, key_json, is_item, data_exact)
 
 
 @pickled_as_tuple

@@ -30,6 +30,7 @@ from crashsafe.contrib.scrapy.codec import LEASE_META, encode, frontier_key
 from crashsafe.errors import ConfigError
 from crashsafe.ids import record_id
 from crashsafe.store import STALE, Lease, NewUrl, PageOutcome, RecordRow, Store, masked, open_store
+from crashsafe.store.values import META_PREFIX
 
 logger = logging.getLogger("crashsafe.scrapy")
 
@@ -207,6 +208,12 @@ class Frontier:
             raise ConfigError(
                 f"an item's key (CRASHSAFE_ITEM_KEY) is {key!r}: it must be a non-empty "
                 f"string or an integer (item: {str(data)[:200]})"
+            )
+        taken = [str(k) for k in data if str(k).startswith(META_PREFIX)]
+        if taken:
+            raise ConfigError(
+                f"an item has a field {taken[0]!r}: fields named {META_PREFIX}* are "
+                "crashsafe's own (exports add them); rename it"
             )
         source = self.crawl_name
         return RecordRow.build(

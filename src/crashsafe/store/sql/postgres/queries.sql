@@ -177,13 +177,13 @@ WITH this_pass AS (
     SELECT coalesce(max(pass), 1) AS n FROM passes WHERE crawl = (%(crawl)s::text[])[1]
 )
 INSERT INTO records (crawl, id, source, key, key_json, is_item, url, content_hash, data,
-                     first_seen, last_changed, version, page, seen_pass)
-SELECT crawl, id, source, key, key_json, is_item, url, hash, data::json, crashsafe_now(now),
-       crashsafe_now(now), 1, page, (SELECT n FROM this_pass)
+                     data_exact, first_seen, last_changed, version, page, seen_pass)
+SELECT crawl, id, source, key, key_json, is_item, url, hash, data::json, data_exact,
+       crashsafe_now(now), crashsafe_now(now), 1, page, (SELECT n FROM this_pass)
 FROM unnest(%(crawl)s::text[], %(id)s::text[], %(source)s::text[], %(key)s::text[],
             %(key_json)s::text[], %(is_item)s::boolean[], %(url)s::text[], %(hash)s::text[],
-            %(data)s::text[], %(now)s::float8[], %(page)s::bigint[])
-     AS u(crawl, id, source, key, key_json, is_item, url, hash, data, now, page)
+            %(data)s::text[], %(data_exact)s::text[], %(now)s::float8[], %(page)s::bigint[])
+     AS u(crawl, id, source, key, key_json, is_item, url, hash, data, data_exact, now, page)
 ON CONFLICT (crawl, id) DO UPDATE SET
     key = excluded.key,
     key_json = excluded.key_json,
@@ -191,6 +191,7 @@ ON CONFLICT (crawl, id) DO UPDATE SET
     url = excluded.url,
     content_hash = excluded.content_hash,
     data = excluded.data,
+    data_exact = excluded.data_exact,
     last_changed = CASE WHEN records.content_hash <> excluded.content_hash
                           OR records.gone_at IS NOT NULL
                         THEN excluded.last_changed ELSE records.last_changed END,
@@ -431,7 +432,8 @@ WHERE state = 'failed' AND (%(crawl)s::text IS NULL OR crawl = %(crawl)s);
 -- since, gone ones too, and with changed_only not those first seen since.
 SELECT crawl, id, source, key, key_json, url, version,
        extract(epoch FROM first_seen)::float8, extract(epoch FROM last_changed)::float8,
-       data::text, extract(epoch FROM gone_at)::float8, is_item
+       coalesce(data_exact, data::text), extract(epoch FROM gone_at)::float8, is_item,
+       data_exact IS NOT NULL
 FROM records
 WHERE crawl = %(crawl)s AND id > %(after)s
   AND last_changed >= to_timestamp(%(since)s::float8)

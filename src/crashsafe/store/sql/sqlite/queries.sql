@@ -114,9 +114,9 @@ UPDATE lease_grants SET outcome = 'stale' WHERE id = :grant AND outcome IS NULL;
 -- written by a trigger); a record notes the page and the pass that yielded it last. An
 -- unchanged record yielded again in the same pass by the same page writes nothing.
 INSERT INTO records (crawl, id, source, key, key_json, is_item, url, content_hash, data,
-                     first_seen, last_changed, version, page, seen_pass)
-VALUES (:crawl, :id, :source, :key, :key_json, :is_item, :url, :hash, :data, :now, :now, 1,
-        :page, (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = :crawl))
+                     data_exact, first_seen, last_changed, version, page, seen_pass)
+VALUES (:crawl, :id, :source, :key, :key_json, :is_item, :url, :hash, :data, :data_exact,
+        :now, :now, 1, :page, (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = :crawl))
 ON CONFLICT (crawl, id) DO UPDATE SET
     key = excluded.key,
     key_json = excluded.key_json,
@@ -124,6 +124,7 @@ ON CONFLICT (crawl, id) DO UPDATE SET
     url = excluded.url,
     content_hash = excluded.content_hash,
     data = excluded.data,
+    data_exact = excluded.data_exact,
     last_changed = CASE WHEN records.content_hash <> excluded.content_hash
                           OR records.gone_at IS NOT NULL
                         THEN excluded.last_changed ELSE records.last_changed END,
@@ -311,8 +312,8 @@ WHERE state = 'failed' AND (:crawl IS NULL OR crawl = :crawl);
 -- One page of a crawl's live records, in id order after :after (keyset: every page is a
 -- short read, so a slow reader never pins the WAL); with a time (a change feed): those
 -- changed since, gone ones too, and with changed_only not those first seen since.
-SELECT crawl, id, source, key, key_json, url, version, first_seen, last_changed, data,
-       gone_at, is_item
+SELECT crawl, id, source, key, key_json, url, version, first_seen, last_changed,
+       coalesce(data_exact, data), gone_at, is_item, data_exact IS NOT NULL
 FROM records
 WHERE crawl = :crawl AND id > :after AND last_changed >= :since
   AND (gone_at IS NULL OR :feed)
