@@ -122,20 +122,19 @@ def test_csv_from_the_extension_with_the_items_fields_and_escapes_said(
     assert (a["id"], a["url"], a["key"]) == ("7", "mine", "k")
 
 
-def test_an_item_with_a_field_named_like_crashsafes_is_refused_not_overwritten(
+def test_an_item_with_a_field_named_like_crashsafes_is_refused_at_the_yield(
     shop: Callable[..., ShopThread], tmp_path: Path
 ) -> None:
     site = shop(listings=1, per_listing=1)
     spider = tmp_path / "clash.py"
     spider.write_text(ITEMS_SPIDER.replace('"z": 1', '"_crashsafe_id": 1'))
     url = f"sqlite:///{tmp_path / 'clash.db'}"
-    run_cli("crawl", str(spider), "--db", url, "--start-url", f"{site.url}/list/0",
-            "--no-progress", "--set", "max_depth=0")  # fmt: skip
-    plain = run_cli("export", "--db", url)
-    assert plain.returncode == 0 and '"_crashsafe_id": 1' in plain.stdout
-    clash = run_cli("export", "--db", url, "--with-meta")
-    assert clash.returncode == 1 and "Traceback" not in clash.stderr
-    assert "has a field '_crashsafe_id' of its own" in clash.stderr
+    crawled = run_cli("crawl", str(spider), "--db", url, "--start-url", f"{site.url}/list/0",
+                      "--no-progress", "--set", "max_depth=0")  # fmt: skip
+    assert crawled.returncode == 1, crawled.stderr  # the one page failed: nothing stored
+    failed = run_cli("failed", "--db", url).stdout
+    assert "has a field '_crashsafe_id': fields named _crashsafe_* are crashsafe's own" in failed
+    assert run_cli("export", "--db", url).stdout == ""
 
 
 def test_crawl_o_run_again_rewrites_the_file_whole(
