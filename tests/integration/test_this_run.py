@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Callable
 
 from crashsafe.demo.shop import ShopThread
@@ -20,9 +21,15 @@ def test_two_commands_on_one_crawl_each_count_their_own_requests_and_records(
     args = crawl_args(site, any_db_url, "--concurrency", "4")
     figures = []
     with reaped(start_cli(*args)) as one:
-        # the second starts while the first is under way (it has ~2 s of pages left)
+        # Both must work, however busy the machine: the first is paused (well within its
+        # leases) until the second has made requests of its own, then goes on.
         wait_for(lambda: get_json(f"{site.url}/stats")["requests"] >= 10, timeout=60)
+        one.send_signal(signal.SIGSTOP)
+        paused_at = get_json(f"{site.url}/stats")["requests"]
         with reaped(start_cli(*args)) as two:
+            wait_for(lambda: get_json(f"{site.url}/stats")["requests"] >= paused_at + 5,
+                     timeout=60)  # fmt: skip
+            one.send_signal(signal.SIGCONT)
             for proc in (one, two):
                 _, err = proc.communicate(timeout=120)
                 assert proc.returncode == 0, err
