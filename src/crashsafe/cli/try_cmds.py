@@ -46,7 +46,9 @@ def fetch_page(spider: Spider, request: Request, sets: Iterable[str] = ()) -> Pa
     except (BadLink, ValueError) as exc:
         raise ConfigError(f"{request.url!r} cannot be fetched: {exc}") from None
     sends = SendBuilder(settings, [(host, port)])
-    guard = AddressGuard.for_crawl(settings.allowed_addresses, [host, *sends.proxy_hosts()])
+    guard = AddressGuard.for_crawl(
+        settings.allowed_addresses, [(host, port)], sends.proxy_endpoints()
+    )
 
     async def go() -> Page:
         async with new_session(settings, resolver=GuardedResolver(guard)) as session:

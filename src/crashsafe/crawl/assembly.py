@@ -13,10 +13,11 @@ import aiohttp
 
 from crashsafe.crawl.addresses import AddressGuard
 from crashsafe.crawl.allow import LinkFilter
-from crashsafe.crawl.downloads import Downloads
+from crashsafe.crawl.downloads import Downloads, download_allow
 from crashsafe.crawl.fetch import robots_download
 from crashsafe.crawl.pages import PageProcessor
 from crashsafe.crawl.politeness import HostSlots
+from crashsafe.crawl.requests import Request
 from crashsafe.crawl.robots import ROBOTS_MAX_REDIRECTS, Robots, RobotsStore
 from crashsafe.crawl.sessions import CookieSync, SendBuilder
 from crashsafe.crawl.settings import CrawlSettings
@@ -60,14 +61,21 @@ async def assemble(
     folder = Path(settings.files_dir) if settings.files_dir else default_folder(store.url)
     processor.downloads = Downloads(
         session=session, settings=settings, folder=folder, robots=lambda: processor.robots,
-        guard=guard, hosts=processor.hosts, archive=write,
+        guard=guard, hosts=processor.hosts, archive=write, sends=sends,
+        allowed=download_allow(settings, links),
     )  # fmt: skip
     if settings.obey_robots:
         # A claim is held for one download: its timeout per redirect, and a margin.
         claim_seconds = settings.timeout * (ROBOTS_MAX_REDIRECTS + 1) + 10
         processor.robots = Robots(
             store=RobotsStore.of(call, store, crawl, owner, claim_seconds=claim_seconds),
-            download=robots_download(session, settings, redirect_to=links.canonical, guard=guard),
+            download=robots_download(
+                session,
+                settings,
+                redirect_to=links.canonical,
+                guard=guard,
+                send_for=lambda url: sends.send(Request(url)),
+            ),
             user_agent=settings.user_agent,
             backoff=functools.partial(processor.backoff, retry_after=None),
             unreachable_grace=settings.robots_unreachable_grace,

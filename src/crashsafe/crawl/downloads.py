@@ -1,12 +1,16 @@
 """The downloads a page asked for (``page.download(url)``), fetched before it commits.
 
 A download is a request like a page's: through the crawl's session (its address guard,
-cookies, User-Agent), robots.txt when the crawl obeys it, redirects followed. Files may
-come from any host (pictures live on CDNs): ``allowed_domains`` rules what is crawled,
-not what a page's records refer to. A download that fails for now (timeout, connection
-error, 429, 5xx, robots.txt unreachable) fails the page for now: it is retried whole, so
-its records never commit without their files. One that fails for good (404, too large,
-disallowed) is stored in the record as ``{"url", "error"}``.
+cookies, User-Agent) and its proxy (the page's own ``meta["proxy"]``, else the crawl's),
+robots.txt when the crawl obeys it, redirects followed. Where a download may go is its
+own allow decision, ``allowed_download_domains``: the crawl's ``allowed_domains`` by
+default, ``*`` for any public host (pictures live on CDNs); each redirect is checked too,
+and special addresses stay refused but as a start URL's own host and port or by
+``allowed_addresses``. A download that fails for now (timeout, connection error, 429,
+5xx) fails the page for now: it is retried whole, so its records never commit without
+their files. One that fails for good (404, too large, disallowed, outside the allow
+decision), or whose host's robots.txt cannot be read (a hostile page could otherwise keep
+failing itself that way), is stored in the record as ``{"url", "error"}``.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from crashsafe.crawl.addresses import AddressGuard
-from crashsafe.crawl.allow import BadLink, check_raw, host_and_port
+from crashsafe.crawl.allow import AllowList, BadLink, LinkFilter, check_raw, host_and_port
 from crashsafe.crawl.extract import ParseError
 from crashsafe.crawl.fetch import (
     GET,
@@ -33,6 +37,7 @@ from crashsafe.crawl.fetch import (
     fetch,
 )
 from crashsafe.crawl.politeness import HostSlots
+from crashsafe.crawl.requests import Request
 from crashsafe.crawl.robots import Robots, RobotsUnavailable
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Page, Record
@@ -62,6 +67,13 @@ def _http(target: str) -> str | None:
     return target if target.startswith(("http://", "https://")) else None
 
 
+def download_allow(settings: CrawlSettings, links: LinkFilter) -> AllowList:
+    """Where downloads may go: ``allowed_download_domains``, else the crawl's allow-list."""
+    if settings.allowed_download_domains is None:
+        return links.allow
+    return AllowList.from_settings(settings.allowed_download_domains, [])
+
+
 def _without_userinfo(url: str) -> str:
     """``url`` as it may be stored: no ``user:password@``, at most 2000 characters."""
     try:
@@ -84,8 +96,12 @@ class Downloads:
         guard: AddressGuard | None,
         hosts: HostSlots,
         archive: Callable[[Response, Send], Awaitable[None]] | None = None,
+        sends: Any = None,
+        allowed: AllowList | None = None,
     ) -> None:
         self.session = session
+        self.sends = sends  # a SendBuilder: a download goes through the page's proxy
+        self.allowed = allowed  # None: any host
         self.settings = settings
         self.folder = folder
         self._files: FileStore | None = None
@@ -114,9 +130,11 @@ class Downloads:
             TransientFetchError: a download failed for now; retry the page.
         """
         urls = list(dict.fromkeys(f.url for f in made))
+        meta = page.meta if isinstance(page.meta, dict) else {}
+        proxy = {"proxy": meta["proxy"]} if "proxy" in meta else None
         try:  # one that fails for now: the others are cancelled (the page is retried)
             async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(self._one(page.urljoin(url))) for url in urls]
+                tasks = [group.create_task(self._one(page.urljoin(url), proxy)) for url in urls]
         except ExceptionGroup as failed:  # the first error is the page's
             raise failed.exceptions[0] from None
         outcomes = [task.result() for task in tasks]
@@ -136,12 +154,27 @@ class Downloads:
             raise ParseError(str(exc)) from None
         return resolved, rows
 
-    async def _one(self, url: str) -> tuple[dict[str, Any], FileRow | None]:
+    def _allowed(self, url: str) -> str | None:
+        """``url`` if the download allow decision lets it through, else BadLink saying
+        why (a redirect's target is checked so too)."""
+        if _http(url) is None:
+            raise BadLink("not an http(s) URL")
+        check_raw(url)
+        host, port = host_and_port(url)
+        if self.allowed is not None and not self.allowed.allows(host, port):
+            raise BadLink(
+                f"{host}:{port} is outside allowed_download_domains (the crawl's "
+                "allowed_domains unless set; '*' allows any public host)"
+            )
+        return url
+
+    async def _one(
+        self, url: str, meta: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], FileRow | None]:
         if _http(url) is None:
             return {"url": url[:2000], "error": "not an http(s) URL"}, None
-        try:  # what a link must pass, but allowed_domains: credentials, odd bytes, ports
-            check_raw(url)
-            host_and_port(url)
+        try:  # what a link must pass: credentials, odd bytes, ports; and the allow decision
+            self._allowed(url)
         except (BadLink, ValueError) as exc:
             return {"url": _without_userinfo(url), "error": f"not downloaded: {exc}"}, None
         robots = self.robots()
@@ -150,15 +183,16 @@ class Downloads:
             try:
                 verdict = robots.check_loaded(url) or await robots.check(url)
             except RobotsUnavailable as exc:
-                raise TransientFetchError(f"download {url}: {exc}") from None
+                return {"url": url, "error": f"not downloaded: {exc}"}, None
             allowed, delay = verdict
             if not allowed:
                 return {"url": url, "error": "disallowed by robots.txt"}, None
+        send = GET if self.sends is None else self.sends.send(Request(url, meta=meta))
         try:
             async with self._slots, self.hosts.slot(urlsplit(url).netloc, delay):
                 resp = await fetch(
-                    self.session, url, self.settings, redirect_to=_http, guard=self.guard,
-                    max_bytes=self.settings.max_file_bytes,
+                    self.session, url, self.settings, redirect_to=self._allowed,
+                    guard=self.guard, max_bytes=self.settings.max_file_bytes, send=send,
                 )  # fmt: skip
         except PermanentFetchError as exc:
             return {
@@ -168,7 +202,7 @@ class Downloads:
         except TransientFetchError as exc:
             raise TransientFetchError(f"download {url}: {exc}") from None
         if self.archive is not None:
-            await self.archive(resp, GET)
+            await self.archive(resp, send)
         if resp.status == 429 or resp.status >= 500:
             raise TransientFetchError(f"download {url}: HTTP {resp.status}")
         if not 200 <= resp.status < 300:

@@ -343,10 +343,9 @@ class Crawler:
         links = LinkFilter(self.settings, [r.url for r in requests])
         starts = links.start_requests(requests)
         start_origins = [host_and_port(r.url.partition("#")[0]) for r in starts]
-        start_hosts = [host for host, _ in start_origins]
         sends = SendBuilder(self.settings, start_origins)
         guard = AddressGuard.for_crawl(
-            self.settings.allowed_addresses, start_hosts + sends.proxy_hosts()
+            self.settings.allowed_addresses, start_origins, sends.proxy_endpoints()
         )
         await self._call(self.store.enqueue, self.crawl, starts)
         if not starts and not (await self._call(self.store.stats, self.crawl)).known:

@@ -184,9 +184,15 @@ async def fetch(
     for _ in range(redirects + 1):
         request_url = client_url(current)  # what the allow decision was made on
         if guard is not None:
-            guard.check_host(request_url.raw_host or "")
-            if send.proxy:  # a proxy named by its address is the connection's end
-                guard.check_host(URL(send.proxy).raw_host or "")
+            target = request_url.raw_host or ""
+            guard.check_host(target, request_url.port)
+            if send.proxy:
+                # The connection ends at the proxy, which may be special only if it is
+                # the crawl's own; and the proxy resolves the target's name unseen by
+                # the resolver's check: the target is resolved and checked here first.
+                proxy = URL(send.proxy)
+                guard.check_proxy(proxy.raw_host or "", proxy.port)
+                await guard.check_proxied(target, request_url.port)
         try:
             async with session.request(
                 send.method,
@@ -267,9 +273,11 @@ def robots_download(
     *,
     redirect_to: Callable[[str], str | None],
     guard: AddressGuard | None,
+    send_for: Callable[[str], Send] = lambda url: GET,
 ) -> Callable[[str], Awaitable[tuple[int, bytes]]]:
     """How robots.txt is downloaded (RFC 9309): at most 5 redirects, each through the
-    crawl's allow decision, and the body cut at 500 KiB instead of failing."""
+    crawl's allow decision, and the body cut at 500 KiB instead of failing; sent as
+    ``send_for(url)`` says (through the crawl's proxy, as its pages are)."""
 
     async def download(url: str) -> tuple[int, bytes]:
         resp = await fetch(
@@ -281,6 +289,7 @@ def robots_download(
             max_redirects=ROBOTS_MAX_REDIRECTS,
             max_bytes=ROBOTS_MAX_BYTES,
             truncate=True,
+            send=send_for(url),
         )
         return resp.status, resp.body
 

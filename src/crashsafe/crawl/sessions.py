@@ -175,9 +175,15 @@ class SendBuilder:
             auth=self.auth_for if self._auth is not None else None,
         )
 
-    def proxy_hosts(self) -> list[str]:
-        """The hosts of the proxies this crawl may use (the address guard lets the crawl
-        connect to them)."""
+    def proxy_endpoints(self) -> list[tuple[str, int]]:
+        """The hosts and ports of the proxies this crawl's settings or environment name:
+        the address guard lets the crawl connect to them, as proxies only."""
         env = [p for scheme, p in self._env.items() if scheme != "no"]
-        hosts = [urlsplit(p).hostname for p in (self.proxy, *env) if p]
-        return [h for h in hosts if h]
+        found = []
+        for proxy in (self.proxy, *env):
+            if not proxy:
+                continue
+            url = URL(proxy if "://" in proxy else f"http://{proxy}")
+            if url.raw_host and url.port:
+                found.append((url.raw_host, url.port))
+        return found

@@ -52,8 +52,10 @@ class CrawlSettings:
         allowed_domains: hosts to crawl: ``host`` (ports 80 and 443), ``*.host`` (and its
             subdomains), ``host:port``, ``*`` (any host); ``None``: the start URLs' hosts
             with their ports (``docs/security.md``).
+        allowed_download_domains: where ``page.download`` may go, as ``allowed_domains``
+            is written (``*``: any public host); ``None``: the crawl's allow-list.
         allowed_addresses: special-use address ranges the crawl may connect to beyond
-            those its start URLs point at: ``loopback``, ``private``, ``link-local``,
+            its start URLs' own hosts and ports: ``loopback``, ``private``, ``link-local``,
             ``shared``, ``multicast``, ``unspecified``, ``reserved`` or a network
             (``10.0.0.0/8``). Public addresses are always allowed.
         strip_query_params: query parameters dropped when URLs are canonicalised.
@@ -100,6 +102,7 @@ class CrawlSettings:
     max_pages: int | None = None
     max_items: int | None = None
     allowed_domains: tuple[str, ...] | None = None
+    allowed_download_domains: tuple[str, ...] | None = None
     allowed_addresses: tuple[str, ...] = ()
     strip_query_params: tuple[str, ...] = DEFAULT_STRIP_PARAMS
     max_depth: int | None = None
@@ -181,7 +184,8 @@ class CrawlSettings:
                 return float(text)
             if name == "handle_statuses":
                 return tuple(int(p) for p in text.split(",") if p)
-            if name in {"allowed_domains", "allowed_addresses", "strip_query_params"}:
+            if name in {"allowed_domains", "allowed_download_domains", "allowed_addresses",
+                        "strip_query_params"}:  # fmt: skip
                 return tuple(p.strip() for p in text.split(",") if p.strip())
             if name == "default_headers":  # Name: value, one per --set
                 header, sep, value = text.partition(":")

@@ -371,6 +371,7 @@ class Spider:
         from_class = {n: getattr(cls, n) for n in names if hasattr(cls, n)}
         for key in (
             "allowed_domains",
+            "allowed_download_domains",
             "allowed_addresses",
             "strip_query_params",
             "handle_statuses",
