@@ -57,9 +57,17 @@ def create_private(path: Path) -> None:
 
 
 def private_folder(path: Path) -> None:
-    """``mkdir -p`` with the folders it creates ``0700``."""
+    """``mkdir -p`` with every folder it creates ``0700`` (``Path.mkdir(parents=True)``
+    gives the parents it creates the umask's mode, ``0755`` under the usual ``022``)."""
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
     try:
-        path.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+        for folder in reversed(missing):
+            folder.mkdir(mode=FOLDER_MODE, exist_ok=True)
+        path.mkdir(mode=FOLDER_MODE, exist_ok=True)
     except FileExistsError:  # exist_ok covers folders only: a file is in the way
         raise ConfigError(
             f"{path} is a file where crashsafe needs a folder (for lock files): move it "

@@ -114,6 +114,24 @@ def test_what_a_job_creates_is_private(tmp_path: Path) -> None:
         assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
 
 
+def test_the_files_folder_and_every_level_under_it_are_private(tmp_path: Path) -> None:
+    # (#24 item 5: files/ and files/ab/ were 0755 under umask 022: Path.mkdir(parents=True)
+    # gives the parents it creates the umask's mode)
+    from crashsafe.effects.files import FileStore
+
+    old = os.umask(0o022)
+    try:
+        store = FileStore(tmp_path / "deep" / "files")
+        store.put(b"a picture")
+    finally:
+        os.umask(old)
+    folder = tmp_path / "deep"
+    created = [folder, *(p for p in folder.rglob("*") if p.is_dir())]
+    assert len(created) >= 4  # deep, files, ab, cd
+    for path in created:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
+
+
 def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised() -> None:
     from crashsafe.text import csv_cell, printable
 

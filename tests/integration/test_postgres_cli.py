@@ -5,6 +5,8 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable
 
+import pytest
+
 from crashsafe.demo.shop import ShopThread
 from tests.helpers import CLI, cli_env, run_cli
 from tests.integration.test_cli import crawl_args
@@ -17,12 +19,14 @@ def with_password(pg_url: str) -> str:
     return pg_url.replace("postgres@", f"postgres:{SECRET}@", 1)
 
 
+@pytest.mark.parametrize("where", ["userinfo", "query"])
 def test_a_password_in_the_database_url_is_never_printed(
-    shop: Callable[..., ShopThread], pg_url: str
+    shop: Callable[..., ShopThread], pg_url: str, where: str
 ) -> None:
     import subprocess
 
-    db = with_password(pg_url)
+    # (#24 item 5: a password given as ?password= was shown in errors)
+    db = with_password(pg_url) if where == "userinfo" else f"{pg_url}&password={SECRET}"
     site = shop(listings=1, per_listing=3, error_rate=1.0, error_attempts=99)
     outputs = [
         run_cli(*crawl_args(site, db, "--max-attempts", "1")),  # fails: summary, hints
@@ -37,7 +41,8 @@ def test_a_password_in_the_database_url_is_never_printed(
     for out in outputs:
         assert SECRET not in out.stdout + out.stderr, out.args
         assert "Traceback" not in out.stderr
-    assert "postgres:***@" in outputs[0].stderr  # the hints name the database, masked
+    masked = "postgres:***@" if where == "userinfo" else "password=***"
+    assert masked in outputs[0].stderr  # the hints name the database, masked
 
 
 def test_unreachable_or_wrong_databases_are_one_line_errors(pg_url: str) -> None:

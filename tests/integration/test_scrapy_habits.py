@@ -363,6 +363,30 @@ def test_sitemaps_index_gzip_robots_rules_follow_and_filter(site: Any, db_url: s
     assert "/other" not in paths  # no rule
 
 
+def test_a_sitemap_bomb_is_one_line_in_the_dead_letter(site: Any, db_url: str) -> None:
+    # (#24 item 5: refused, but stored as a full traceback)
+    from tests.unit.test_sitemaps import gzip_of_zeros
+
+    bomb = gzip_of_zeros(60)
+    gz = "application/gzip"
+    s = site({"/sitemap.xml.gz": lambda r: web.Response(body=bomb, content_type=gz)})
+
+    class Bombed(Spider):
+        name = "bombed"
+        sitemap_urls = [f"{s.url}/sitemap.xml.gz"]
+        max_attempts = 1
+
+    crashsafe.crawl(Bombed, db=db_url)
+    store = crashsafe.open_store(db_url)
+    try:
+        [dead] = store.failed("bombed")
+    finally:
+        store.close()
+    assert "Traceback" not in (dead.error or "")
+    assert len((dead.error or "").splitlines()) == 1
+    assert "once decompressed (a gzip bomb?)" in (dead.error or "")
+
+
 def test_crawl_refuses_to_block_inside_a_running_loop(db_url: str) -> None:
     class Nothing(Spider):
         name = "nothing"

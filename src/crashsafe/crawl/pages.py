@@ -45,7 +45,7 @@ from crashsafe.crawl.requests import Request, callback_name, request_from_row
 from crashsafe.crawl.robots import Robots, RobotsUnavailable
 from crashsafe.crawl.sessions import CookieSync, SendBuilder, cookie_rows
 from crashsafe.crawl.settings import CrawlSettings
-from crashsafe.crawl.sitemaps import MAX_SITEMAP_ENTRIES
+from crashsafe.crawl.sitemaps import MAX_SITEMAP_ENTRIES, SitemapError
 from crashsafe.crawl.spider import SITEMAP_CALLBACK, Page, Spider
 from crashsafe.errors import FolderUnwritable
 from crashsafe.logs import fields
@@ -283,6 +283,8 @@ class PageProcessor:
             return PageOutcome(lease, "failed", status, str(exc))
         except ParseError as exc:
             return self._spider_failed(lease, status, str(exc))
+        except SitemapError as exc:  # ours, and said in one line: no traceback to read
+            return PageOutcome(lease, "failed", status, f"sitemap {page.url}: {exc}")
         except asyncio.CancelledError:
             raise
         except BaseException:  # SystemExit, KeyboardInterrupt, GeneratorExit from a spider too

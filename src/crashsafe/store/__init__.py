@@ -74,15 +74,27 @@ __all__ = [
 ]
 
 
+#: Query parameters of a database URL that carry a credential: their values are masked.
+SECRET_PARAMS = frozenset({"password", "sslpassword", "sslkey", "passphrase", "token"})
+
+
 def masked(url: str) -> str:
-    """``url`` with its password (if any) shown as ``***``: for messages and logs."""
+    """``url`` with its password shown as ``***``, in the user part and in a
+    credential-bearing query parameter (``?password=``): for messages and logs."""
     try:
         parts = urlsplit(url)
         password = parts.password
     except ValueError:
         return url.split("://", 1)[0] + "://..."
+    if parts.query:
+        query = "&".join(
+            f"{name}=***" if name.lower() in SECRET_PARAMS else pair
+            for pair in parts.query.split("&")
+            for name in [pair.partition("=")[0]]
+        )
+        parts = parts._replace(query=query)
     if not password:
-        return url
+        return parts.geturl()
     user = parts.username or ""
     host = parts.netloc.rpartition("@")[2]
     return parts._replace(netloc=f"{user}:***@{host}").geturl()

@@ -10,6 +10,7 @@ from crashsafe.errors import ConfigError
 from crashsafe.store import masked
 
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_PASSWORD = re.compile(r"\b(password|sslpassword|passphrase)=('[^']*'|\S+)", re.IGNORECASE)
 RECONNECT_FOR = 300.0  # seconds a lost server is waited for before a call fails
 
 
@@ -70,6 +71,7 @@ def why(exc: BaseException, *, readonly: bool = False) -> str:
     """psycopg's error in words that say what to check (``readonly``: the command opened
     the database only to read)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = _PASSWORD.sub(r"\1=***", text)  # a DSN quoted in an error: never its password
     lower = text.lower()
     if "connection refused" in lower or "could not connect" in lower:
         return f"{text} (is PostgreSQL running there? check the host and port in --db)"
