@@ -84,3 +84,34 @@ def test_a_catch_up_keeps_the_cookies_this_worker_received() -> None:
         assert sync.version == 4
 
     asyncio.run(go())
+
+
+def test_a_cookie_for_a_public_suffix_is_neither_kept_nor_stored() -> None:
+    # (#24 item 4: Set-Cookie: wide=1; Domain=test was sent to every host under "test")
+    from crashsafe.crawl.sessions import CookieJar, too_wide
+
+    assert too_wide("test", "shop.test") and too_wide(".co.uk", "shop.co.uk")
+    assert too_wide("github.io", "me.github.io")
+    assert not too_wide("shop.test", "www.shop.test") and not too_wide(
+        "example.com", "a.example.com"
+    )
+    assert not too_wide("localhost", "localhost")  # a host's own name, even a suffix
+
+    async def go() -> list[str]:
+        jar = CookieJar()
+        set_by = URL("http://shop.test/")
+        cookies: SimpleCookie = SimpleCookie()
+        cookies.load("wide=1; Domain=test; Path=/")
+        cookies.load("mine=2; Domain=shop.test; Path=/")
+        cookies.load("host=3; Path=/")
+        jar.update_cookies(cookies, set_by)
+        sent = jar.filter_cookies(URL("http://shop.test/x"))
+        elsewhere = jar.filter_cookies(URL("http://other.test/x"))
+        assert not elsewhere
+        return sorted(sent)
+
+    assert asyncio.run(go()) == ["host", "mine"]
+    rows = cookie_rows(
+        [("http://shop.test/", "wide=1; Domain=test"), ("http://shop.test/", "ok=1")]
+    )
+    assert [r.name for r in rows] == ["ok"]

@@ -117,8 +117,9 @@ def new_session(
     )
     jar: aiohttp.abc.AbstractCookieJar = aiohttp.DummyCookieJar()
     if settings.cookies_enabled:
-        # unsafe: cookies of hosts given as IP addresses are kept too (as Scrapy does)
-        jar = aiohttp.CookieJar(unsafe=True)
+        from crashsafe.crawl.sessions import CookieJar  # (no public-suffix cookies)
+
+        jar = CookieJar()
     return aiohttp.ClientSession(
         connector=connector,
         timeout=aiohttp.ClientTimeout(total=settings.timeout),

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterable
 from http.cookies import CookieError, Morsel, SimpleCookie
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -30,7 +32,7 @@ from crashsafe.crawl.requests import Request, check_proxy
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.store import CookieRow, StoredCookies
 
-__all__ = ["CookieSync", "SendBuilder", "cookie_rows"]
+__all__ = ["CookieJar", "CookieSync", "SendBuilder", "cookie_rows", "too_wide"]
 
 
 def default_path(url: str) -> str:
@@ -41,9 +43,31 @@ def default_path(url: str) -> str:
     return path[: path.rindex("/")]
 
 
+@functools.cache
+def _public_suffixes() -> Any:
+    from publicsuffixlist import PublicSuffixList  # (its list is bundled: no network)
+
+    return PublicSuffixList()
+
+
+def too_wide(domain: str, host: str) -> bool:
+    """Whether a cookie's ``Domain`` attribute names a public suffix (``com``, ``co.uk``,
+    ``github.io``, a bare ``test``) other than the host itself: a cookie any site under it
+    would be sent (RFC 6265 5.3 step 5), refused as browsers refuse it."""
+    domain = domain.lstrip(".").lower()
+    if not domain or domain == host.lower():
+        return False
+    return bool(_public_suffixes().is_public(domain))
+
+
+def accepted(morsel: Morsel[str], host: str) -> bool:
+    return not (morsel["domain"] and too_wide(morsel["domain"], host))
+
+
 def _parsed(url: str, header: str) -> list[tuple[tuple[str, str, str], Morsel[str]]]:
     """The cookies of one ``Set-Cookie`` value, each with the key the jar files it
-    under (domain, path, name); nothing for a value that does not parse."""
+    under (domain, path, name); nothing for a value that does not parse, nor for a
+    cookie whose domain is a public suffix (:func:`too_wide`)."""
     cookie: SimpleCookie = SimpleCookie()
     try:
         cookie.load(header)
@@ -53,7 +77,27 @@ def _parsed(url: str, header: str) -> list[tuple[tuple[str, str, str], Morsel[st
     return [
         (((m["domain"] or host).lstrip(".").lower(), m["path"] or default_path(url), name), m)
         for name, m in cookie.items()
+        if accepted(m, host)
     ]
+
+
+class CookieJar(aiohttp.CookieJar):
+    """aiohttp's jar (cookies of IP hosts kept too, as Scrapy does), refusing cookies
+    whose ``Domain`` is a public suffix: ``Set-Cookie: wide=1; Domain=test`` would be sent
+    to every host under ``test``."""
+
+    def __init__(self) -> None:
+        super().__init__(unsafe=True)
+
+    def update_cookies(self, cookies: Any, response_url: URL = URL()) -> None:  # noqa: B008
+        host = response_url.raw_host or ""
+        items = cookies.items() if hasattr(cookies, "items") else cookies
+        kept = [
+            (name, value)
+            for name, value in items
+            if not isinstance(value, Morsel) or accepted(value, host)
+        ]
+        super().update_cookies(kept, response_url)
 
 
 def cookie_rows(set_cookies: Iterable[tuple[str, str]]) -> list[CookieRow]:
