@@ -21,7 +21,9 @@ def test_a_crawl_archives_every_page_and_download_without_its_credentials(
     warc = tmp_path / "warc"
     crashsafe.crawl(
         Photos, db=f"sqlite:///{tmp_path / 'p.db'}", start_urls=[f"{site.url}/list/0"],
-        warc_dir=str(warc), default_headers=(("Authorization", "Bearer s3cret"),),
+        warc_dir=str(warc), secret_headers=("X-Shop-*",),
+        default_headers=(("Authorization", "Bearer s3cret"), ("X-Api-Key", "k3y"),
+                         ("Session-Token", "t0k"), ("X-Shop-Pass", "p4ss"), ("X-Plain", "ok")),
     )  # fmt: skip
     [path] = list(warc.glob("*.warc.gz"))
     assert os.stat(path).st_mode & 0o777 == 0o600
@@ -37,4 +39,8 @@ def test_a_crawl_archives_every_page_and_download_without_its_credentials(
     } | {f"{site.url}/image/{n}.png" for n in range(3)} | {f"{site.url}/image/1.png"}
     requests = [headers for kind, _, headers, _ in records if kind == "request"]
     assert requests and all(h.get_header("Authorization") == "[redacted]" for h in requests)
+    # headers named like credentials too (#24 item 3), and those secret_headers names
+    for name in ("X-Api-Key", "Session-Token", "X-Shop-Pass"):
+        assert all(h.get_header(name) == "[redacted]" for h in requests), name
+    assert all(h.get_header("X-Plain") == "ok" for h in requests)
     assert all(h.get_header("User-Agent") == "crashsafe/0.1" for h in requests)

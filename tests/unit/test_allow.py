@@ -137,6 +137,8 @@ def test_database_urls_are_shown_without_their_password() -> None:
 
     assert masked("postgresql://bob:s3cret@db:5432/x") == "postgresql://bob:***@db:5432/x"
     assert masked("sqlite:///a.db") == "sqlite:///a.db"
+    assert masked("sqlite:////abs/a.db") == "sqlite:////abs/a.db"  # as written, all else
+    assert masked("postgresql://u:p@ss@h/x?password=q#f") == "postgresql://u:***@h/x?password=***#f"
     with pytest.raises(ConfigError) as info:
         open_store("mysql://bob:s3cret@db/x")
     assert "s3cret" not in str(info.value) and "bob:***@db" in str(info.value)

@@ -28,6 +28,7 @@ COMMANDS = {
     "demo": "demo_cmds:demo",
     "killtest": "killtest_cmd:killtest",
     "batch": "batch_cmds:batch",
+    "secret-key": "key_cmd:secret_key",
 }
 
 

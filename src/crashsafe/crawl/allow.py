@@ -21,6 +21,7 @@ import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from yarl import URL
@@ -30,6 +31,9 @@ from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.errors import ConfigError
 from crashsafe.ids import DOT_SEGMENT, SIMPLE_URL, canonical_url, idna_host
 from crashsafe.store import NewUrl
+
+if TYPE_CHECKING:
+    from crashsafe.sealed import Sealer
 
 CANONICAL_CACHE = 20_000  # links remembered by a LinkFilter; then its cache starts over
 MAX_URL_LENGTH = 8192  # longer links are skipped (RFC 9110 8.3 recommends >= 8000)
@@ -210,6 +214,7 @@ class LinkFilter:
         self.max_depth = settings.max_depth
         self.allow = AllowList.from_settings(settings.allowed_domains, start_urls)
         self._canonical: dict[str, str | None] = {}
+        self.sealer: Sealer | None = None  # seals the secrets of the requests it stores
 
     def canonical(self, url: str) -> str | None:
         """The canonical form of ``url``, or None if the allow-list leaves it out.
@@ -266,7 +271,7 @@ class LinkFilter:
             return None
         key = frontier_key(url, request, parent=parent, ordinal=ordinal)
         callback = callback_name(request.callback)
-        return NewUrl(key, depth, callback, request.priority, request.stored())
+        return NewUrl(key, depth, callback, request.priority, request.stored(self.sealer))
 
     def _why_outside(self, url: str) -> str:
         """What to add to ``allowed_domains`` for ``url``, and why: a host allowed on

@@ -3,7 +3,9 @@ WARC archive (``effects/warc.py``), with the request that asked for it.
 
 The request record holds the headers crashsafe set (User-Agent, ``default_headers``, the
 request's own), with the values of credentials (``Authorization``, ``Proxy-Authorization``,
-``Cookie``) replaced by ``[redacted]``: an archive is shared more widely than a password.
+``Cookie``, ``X-Api-Key``, ``*-Token`` and the other names of crashsafe/sealed.py, and the
+``secret_headers`` setting's) replaced by ``[redacted]``: an archive is shared more widely
+than a password.
 Headers the HTTP client adds on the wire (Host, Accept-Encoding) are not in it. A redirect
 is archived as its last response, under the final URL.
 """
@@ -20,8 +22,7 @@ from pathlib import Path
 from crashsafe.crawl.fetch import GET, Response, Send
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.effects.warc import WarcArchive
-
-CREDENTIALS = frozenset({"authorization", "proxy-authorization", "cookie"})
+from crashsafe.sealed import is_secret_header
 
 
 def _reason(status: int) -> str:
@@ -46,6 +47,7 @@ class CrawlArchive:
         assert settings.warc_dir is not None
         self._archive = WarcArchive(Path(settings.warc_dir), f"pid{os.getpid()}")
         self._base = [("User-Agent", settings.user_agent), *settings.default_headers]
+        self._secret = settings.secret_headers
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="crashsafe-warc")
         self._lock = threading.Lock()
 
@@ -74,7 +76,9 @@ class CrawlArchive:
         self._archive.write_exchange(
             url=resp.url,
             method=send.method,
-            request_headers=[(k, "[redacted]" if k.lower() in CREDENTIALS else v) for k, v in sent],
+            request_headers=[
+                (k, "[redacted]" if is_secret_header(k, self._secret) else v) for k, v in sent
+            ],
             request_body=send.body,
             status=resp.status,
             reason=_reason(resp.status),

@@ -341,6 +341,9 @@ class Crawler:
 
         requests = start_requests_of(self.spider, self.start_urls)
         links = LinkFilter(self.settings, [r.url for r in requests])
+        from crashsafe.sealed import Sealer
+
+        links.sealer = Sealer.for_store(self.store.url, self.settings.secret_headers)
         starts = links.start_requests(requests)
         start_origins = [host_and_port(r.url.partition("#")[0]) for r in starts]
         sends = SendBuilder(self.settings, start_origins)

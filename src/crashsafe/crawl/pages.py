@@ -47,7 +47,7 @@ from crashsafe.crawl.sessions import CookieSync, SendBuilder, cookie_rows
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.sitemaps import MAX_SITEMAP_ENTRIES, SitemapError
 from crashsafe.crawl.spider import SITEMAP_CALLBACK, Page, Spider
-from crashsafe.errors import FolderUnwritable
+from crashsafe.errors import ConfigError, FolderUnwritable
 from crashsafe.logs import fields
 from crashsafe.retry_after import retry_after_seconds
 from crashsafe.store import Backoff, FileRow, Lease, PageOutcome
@@ -203,7 +203,10 @@ class PageProcessor:
             return self._retry(lease, f"internal error: {type(exc).__name__}: {exc}\n{where}")
 
     async def _process(self, lease: Lease, on_request: Callable[[], None]) -> PageOutcome:
-        request = request_from_row(lease.url, lease.callback, lease.request)
+        try:
+            request = request_from_row(lease.url, lease.callback, lease.request, self.links.sealer)
+        except ConfigError as exc:  # its secrets cannot be opened (no key, another key)
+            return PageOutcome(lease, "failed", error=f"{exc}; then `crashsafe retry`")
         url = request.url
         delay = None
         if self.robots is not None:

@@ -23,10 +23,13 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crashsafe.errors import ConfigError
 from crashsafe.store.values import canonical_json
+
+if TYPE_CHECKING:
+    from crashsafe.sealed import Sealer
 
 __all__ = [
     "BadRequest",
@@ -101,10 +104,11 @@ class Request:
             and self.errback is None
         )
 
-    def stored(self) -> str | None:
+    def stored(self, sealer: Sealer | None = None) -> str | None:
         """What the frontier keeps beside the URL to send this request again, as JSON
-        (None: a plain GET with nothing else). Raises ``ConfigError`` naming the field
-        whose value is not JSON."""
+        (None: a plain GET with nothing else), its secrets sealed by ``sealer``
+        (crashsafe/sealed.py). Raises ``ConfigError`` naming the field whose value is not
+        JSON, or a secret that cannot be sealed."""
         out: dict[str, Any] = {}
         method = self.method.upper()
         if method != "GET":
@@ -124,6 +128,8 @@ class Request:
             out["errback"] = errback
         if not out:
             return None
+        if sealer is not None:
+            out = sealer.seal_request(out)
         try:
             return canonical_json(out)
         except (TypeError, ValueError) as exc:
@@ -217,12 +223,15 @@ def frontier_key(canonical: str, request: Request, *, parent: str = "", ordinal:
     return f"{canonical}#{tag}"
 
 
-def request_from_row(key: str, callback: str | None, stored: str | None) -> Request:
-    """The request kept under ``key`` (the frontier's url column) with ``stored``."""
+def request_from_row(
+    key: str, callback: str | None, stored: str | None, sealer: Sealer | None = None
+) -> Request:
+    """The request kept under ``key`` (the frontier's url column) with ``stored``, its
+    sealed secrets opened by ``sealer``."""
     if stored is None:  # a plain GET: its key is its URL
         return Request(key, callback=callback, key=key)
     url = key.partition("#")[0]
-    data = json.loads(stored)
+    data = json.loads(stored, object_hook=None if sealer is None else sealer.opened)
     body: bytes | str | None = data.get("body")
     if "body_base64" in data:
         body = base64.b64decode(data["body_base64"])

@@ -52,6 +52,9 @@ class CrawlSettings:
         allowed_domains: hosts to crawl: ``host`` (ports 80 and 443), ``*.host`` (and its
             subdomains), ``host:port``, ``*`` (any host); ``None``: the start URLs' hosts
             with their ports (``docs/security.md``).
+        secret_headers: header names (``*`` a wildcard) whose values are credentials
+            beyond ``Authorization``, ``Cookie``, ``X-Api-Key``, ``*-Token``... (crashsafe/
+            sealed.py): sealed when a request is stored, redacted in the WARC archive.
         allowed_download_domains: where ``page.download`` may go, as ``allowed_domains``
             is written (``*``: any public host); ``None``: the crawl's allow-list.
         allowed_addresses: special-use address ranges the crawl may connect to beyond
@@ -103,6 +106,7 @@ class CrawlSettings:
     max_items: int | None = None
     allowed_domains: tuple[str, ...] | None = None
     allowed_download_domains: tuple[str, ...] | None = None
+    secret_headers: tuple[str, ...] = ()
     allowed_addresses: tuple[str, ...] = ()
     strip_query_params: tuple[str, ...] = DEFAULT_STRIP_PARAMS
     max_depth: int | None = None
@@ -185,6 +189,7 @@ class CrawlSettings:
             if name == "handle_statuses":
                 return tuple(int(p) for p in text.split(",") if p)
             if name in {"allowed_domains", "allowed_download_domains", "allowed_addresses",
+                        "secret_headers",
                         "strip_query_params"}:  # fmt: skip
                 return tuple(p.strip() for p in text.split(",") if p.strip())
             if name == "default_headers":  # Name: value, one per --set

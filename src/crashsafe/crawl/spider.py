@@ -372,6 +372,7 @@ class Spider:
         for key in (
             "allowed_domains",
             "allowed_download_domains",
+            "secret_headers",
             "allowed_addresses",
             "strip_query_params",
             "handle_statuses",

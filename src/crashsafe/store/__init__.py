@@ -80,7 +80,8 @@ SECRET_PARAMS = frozenset({"password", "sslpassword", "sslkey", "passphrase", "t
 
 def masked(url: str) -> str:
     """``url`` with its password shown as ``***``, in the user part and in a
-    credential-bearing query parameter (``?password=``): for messages and logs."""
+    credential-bearing query parameter (``?password=``): for messages and logs. Anything
+    else is left as written (``sqlite:////abs/x.db`` stays so)."""
     try:
         parts = urlsplit(url)
         password = parts.password
@@ -92,12 +93,15 @@ def masked(url: str) -> str:
             for pair in parts.query.split("&")
             for name in [pair.partition("=")[0]]
         )
-        parts = parts._replace(query=query)
+        if query != parts.query:
+            head, _, tail = url.partition("?")
+            url = head + "?" + query + tail[len(parts.query) :]
     if not password:
-        return parts.geturl()
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=f"{user}:***@{host}").geturl()
+        return url
+    scheme, _, rest = url.partition("://")
+    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    host = rest[:end].rpartition("@")[2]  # the last @ ends the user part, as urlsplit reads it
+    return f"{scheme}://{parts.username or ''}:***@{host}{rest[end:]}"
 
 
 def sqlite_path(url: str) -> Path | None:

@@ -20,6 +20,7 @@ from scrapy.utils.request import request_from_dict
 
 from crashsafe.errors import ConfigError
 from crashsafe.ids import canonical_url
+from crashsafe.sealed import Sealer
 
 #: Meta keys of the adapter's own, never stored.
 LEASE_META = "crashsafe_lease"
@@ -38,10 +39,11 @@ def _hook(obj: dict[str, Any]) -> Any:
     return obj
 
 
-def encode(request: Request, spider: Spider) -> str:
+def encode(request: Request, spider: Spider, sealer: Sealer | None = None) -> str:
     """``request`` as JSON: Scrapy's ``to_dict`` (callbacks by name), headers and bytes
-    made JSON. Raises ConfigError naming what cannot be stored (a callback that is not a
-    spider method, meta that is not JSON)."""
+    made JSON, its secrets sealed by ``sealer`` (credential headers, cookies, a proxy's
+    password: crashsafe/sealed.py). Raises ConfigError naming what cannot be stored (a
+    callback that is not a spider method, meta that is not JSON, a secret without a key)."""
     try:
         d = request.to_dict(spider=spider)
     except ValueError as exc:  # a callback that is not a method of the spider
@@ -51,6 +53,15 @@ def encode(request: Request, spider: Spider) -> str:
         for k, values in request.headers.items()
     ]
     d["meta"] = {k: v for k, v in (d.get("meta") or {}).items() if k not in OWN_META}
+    if sealer is not None:
+        body = d.get("body")
+        if isinstance(body, bytes):  # a form body is sealed as text when it holds a secret
+            try:
+                d["body"] = body.decode("utf-8")
+                d["body_text"] = True
+            except UnicodeDecodeError:
+                pass
+        d = sealer.seal_request(d)
     try:
         return json.dumps(d, default=_jsonable, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -60,9 +71,17 @@ def encode(request: Request, spider: Spider) -> str:
         ) from None
 
 
-def decode(text: str, spider: Spider) -> Request:
-    d = json.loads(text, object_hook=_hook)
+def decode(text: str, spider: Spider, sealer: Sealer | None = None) -> Request:
+    """The request :func:`encode` stored, its sealed secrets opened by ``sealer``."""
+
+    def hook(obj: dict[str, Any]) -> Any:
+        obj = _hook(obj)
+        return sealer.opened(obj) if sealer is not None and isinstance(obj, dict) else obj
+
+    d = json.loads(text, object_hook=hook)
     d["headers"] = {k: values for k, values in d["headers"]}
+    if d.pop("body_text", False) and isinstance(d.get("body"), str):
+        d["body"] = d["body"].encode("utf-8")
     return request_from_dict(d, spider=spider)
 
 

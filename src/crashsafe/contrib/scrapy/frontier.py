@@ -29,6 +29,7 @@ from twisted.internet import task
 from crashsafe.contrib.scrapy.codec import LEASE_META, encode, frontier_key
 from crashsafe.errors import ConfigError
 from crashsafe.ids import record_id
+from crashsafe.sealed import Sealer
 from crashsafe.store import STALE, Lease, NewUrl, PageOutcome, RecordRow, Store, masked, open_store
 from crashsafe.store.values import META_PREFIX
 
@@ -90,6 +91,7 @@ class Frontier:
         self.crawler = crawler
         settings = crawler.settings
         self.db, self.db_from = database_of(settings)
+        self.sealer = Sealer.for_store(self.db, settings.getlist("CRASHSAFE_SECRET_HEADERS"))
         self.crawl_name: str = settings.get("CRASHSAFE_CRAWL") or ""
         self.lease_seconds = settings.getfloat("CRASHSAFE_LEASE_SECONDS", 60.0)
         self.key: Callable[[Mapping[str, Any]], Any] = lambda item: None  # set by open()
@@ -193,7 +195,8 @@ class Frontier:
             key = frontier_key(
                 request, self.fingerprint(request), parent=parent, ordinal=unfiltered
             )
-            rows.append(NewUrl(key, depth, None, request.priority, encode(request, self.spider)))
+            stored = encode(request, self.spider, self.sealer)
+            rows.append(NewUrl(key, depth, None, request.priority, stored))
         return rows
 
     def lease_of(self, request: Request) -> Lease | None:

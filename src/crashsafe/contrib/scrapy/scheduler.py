@@ -143,7 +143,7 @@ class CrashsafeScheduler(BaseScheduler):
 
     def _rebuild(self, lease: Lease) -> Request:
         assert self.spider is not None and lease.request is not None
-        request = decode(lease.request, self.spider)
+        request = decode(lease.request, self.spider, self.frontier.sealer)
         request.meta[LEASE_META] = lease.grant_id
         return request
 
