@@ -90,6 +90,7 @@ class AddressGuard:
         self.resolver: AbstractResolver | None = None  # set by GuardedResolver
         self._names: dict[Endpoint, tuple[float, str]] = {}  # proxied targets checked
         self.ranges: set[str] = set()
+        self.setting, self.option = "allowed_addresses", "--set "  # named in refusals
         self.networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
         for item in allowed:
             name = item.strip().lower()
@@ -159,6 +160,11 @@ class AddressGuard:
         if known:
             raise AddressRefused(known)
 
+    def forget(self) -> None:
+        """Forget the answers given: the endpoints allowed have changed."""
+        self._hosts.clear()
+        self._names.clear()
+
     def check_proxy(self, host: str, port: int | None) -> None:
         """A proxy of the crawl's own (the ``proxy`` setting, the environment's) may be
         special, as itself; any other (``meta["proxy"]``) is checked as a target is."""
@@ -214,7 +220,7 @@ class AddressGuard:
             raise AddressRefused(
                 f"{shown} is a {kind} address: refused (a crawl connects to public "
                 f"addresses, and to special ones only if its start URLs point there or "
-                f"allowed_addresses names them, e.g. --set allowed_addresses={kind})"
+                f"{self.setting} names them, e.g. {self.option}{self.setting}={kind})"
             )
 
 

@@ -4,7 +4,8 @@ Add to the project's settings (nothing in the spider changes)::
 
     SCHEDULER = "crashsafe.contrib.scrapy.CrashsafeScheduler"
     SPIDER_MIDDLEWARES = {"crashsafe.contrib.scrapy.CrashsafeSpiderMiddleware": 60}
-    DOWNLOADER_MIDDLEWARES = {"crashsafe.contrib.scrapy.CrashsafeDownloaderMiddleware": 10}
+    DOWNLOADER_MIDDLEWARES = {"crashsafe.contrib.scrapy.CrashsafeDownloaderMiddleware": 10,
+                              "crashsafe.contrib.scrapy.CrashsafeAddressGuard": 950}
     CRASHSAFE_DB = "sqlite:///crawl.db"        # or postgresql://... for many processes
     CRASHSAFE_ITEM_KEY = "sku"                 # the field that identifies an item
     EXTENSIONS = {"scrapy.extensions.feedexport.FeedExporter": None,   # optional: feeds
@@ -16,6 +17,7 @@ exactly one record per item (``crashsafe export --db ...``). See docs/scrapy.md.
 """
 
 from crashsafe.contrib.scrapy.feeds import CrashsafeFeeds
+from crashsafe.contrib.scrapy.guard import CrashsafeAddressGuard
 from crashsafe.contrib.scrapy.middlewares import (
     CrashsafeDownloaderMiddleware,
     CrashsafeSpiderMiddleware,
@@ -24,6 +26,7 @@ from crashsafe.contrib.scrapy.scheduler import CrashsafeScheduler
 
 __all__ = [
     "SETTINGS",
+    "CrashsafeAddressGuard",
     "CrashsafeDownloaderMiddleware",
     "CrashsafeFeeds",
     "CrashsafeScheduler",
@@ -34,7 +37,12 @@ __all__ = [
 SETTINGS = {
     "SCHEDULER": "crashsafe.contrib.scrapy.CrashsafeScheduler",
     "SPIDER_MIDDLEWARES": {"crashsafe.contrib.scrapy.CrashsafeSpiderMiddleware": 60},
-    "DOWNLOADER_MIDDLEWARES": {"crashsafe.contrib.scrapy.CrashsafeDownloaderMiddleware": 10},
+    "DOWNLOADER_MIDDLEWARES": {
+        "crashsafe.contrib.scrapy.CrashsafeDownloaderMiddleware": 10,
+        # Special addresses (loopback, private, cloud metadata) refused but for the start
+        # URLs' own host and port and CRASHSAFE_ALLOWED_ADDRESSES (docs/security.md).
+        "crashsafe.contrib.scrapy.CrashsafeAddressGuard": 950,
+    },
     # Feeds (-o) written from the store when the crawl is complete, each item once.
     "EXTENSIONS": {
         "scrapy.extensions.feedexport.FeedExporter": None,

@@ -55,6 +55,16 @@ class CrashsafeScheduler(BaseScheduler):
 
     def open(self, spider: Spider) -> None:
         self.spider = spider
+        settings = self.crawler.settings
+        if settings.getbool("CRASHSAFE_ADDRESS_GUARD", True) and not hasattr(
+            self.crawler, "crashsafe_guard"
+        ):
+            logger.warning(
+                "crashsafe: the address guard is not enabled, so this crawl may connect to "
+                "private, loopback and cloud metadata addresses: add "
+                '"crashsafe.contrib.scrapy.CrashsafeAddressGuard": 950 to '
+                "DOWNLOADER_MIDDLEWARES, or set CRASHSAFE_ADDRESS_GUARD = False to say so"
+            )
         try:
             self.frontier.open(spider)
         except CrashsafeError as exc:
@@ -86,6 +96,9 @@ class CrashsafeScheduler(BaseScheduler):
         if LEASE_META in request.meta:  # a retry or redirect of a leased request
             self._local.append(request)
             return True
+        guard = getattr(self.crawler, "crashsafe_guard", None)
+        if guard is not None:  # a start URL's own host and port may be special
+            guard.allow_start(request.url)
         [row] = self.frontier.new_urls([request], parent="start", depth=0)
         self.frontier.open_store.enqueue(self.frontier.crawl_name, [row])
         self._open_until = self._empty_until = 0.0  # look again
