@@ -130,6 +130,10 @@ def test_two_workers_share_the_login(any_db_url: str) -> None:
     in: the other worker loads the stored cookie before it fetches them."""
     with MembersThread(MembersOptions(latency_ms=150)) as site:
         env = {**cli_env(), "MEMBERS_SITE": site.url}
+        if any_db_url.startswith("postgresql"):  # the login form's password is sealed:
+            from crashsafe.sealed import new_key  # on PostgreSQL, with the workers' key
+
+            env["CRASHSAFE_SECRET_KEY"] = new_key()
         done = subprocess.run(
             [*crawl_cmd(site, any_db_url), "--workers", "2"],
             env=env, text=True, capture_output=True, timeout=180,
