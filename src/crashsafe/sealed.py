@@ -22,7 +22,10 @@ that carries a secret when there is no key to seal it with (PostgreSQL without
 
 from __future__ import annotations
 
+import base64
 import fnmatch
+import hashlib
+import hmac
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -32,15 +35,20 @@ from urllib.parse import parse_qsl, urlsplit
 from crashsafe.errors import ConfigError
 from crashsafe.files import open_private
 
-__all__ = ["SECRET_HEADERS", "Sealer", "is_secret_header", "new_key"]
+__all__ = ["SECRET_HEADERS", "Sealer", "is_secret_header", "new_key", "secret_body"]
 
 ENV = "CRASHSAFE_SECRET_KEY"
 #: Header names whose values are credentials (``*`` matches any characters; any case).
 SECRET_HEADERS = (
-    "authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key",
-    "*-token", "*-secret", "*-api-key", "*-auth", "*-password", "x-csrf*", "x-xsrf*",
+    "authorization", "proxy-authorization", "cookie", "set-cookie", "apikey", "api-key",
+    "token", "*-token", "*-secret", "*-key", "*-auth", "x-auth*", "*-authorization",
+    "*-password", "*-session", "*-session-id", "x-csrf*", "x-xsrf*",
 )  # fmt: skip
-_SECRET_FIELDS = ("*password*", "*passwd*", "*secret*", "*token*", "api_key", "apikey", "pin")
+_SECRET_FIELDS = (
+    "*password*", "*passwd*", "pass", "pwd", "passcode", "*secret*", "*token*", "*api_key*",
+    "*apikey*", "pin", "otp",
+)  # fmt: skip
+_SECRET_JSON = ('"pass', '"pwd', '"secret', '"token', '"api_key', '"apikey', '"otp"', '"pin"')
 SEALED = "$sealed"
 
 
@@ -49,13 +57,14 @@ def is_secret_header(name: str, extra: Iterable[str] = ()) -> bool:
     return any(fnmatch.fnmatchcase(lower, p.lower()) for p in (*SECRET_HEADERS, *extra))
 
 
-def _secret_body(body: str) -> bool:
-    """Whether a form or JSON body names a credential field."""
-    lower = body.lower()
+def secret_body(body: str | bytes) -> bool:
+    """Whether a form or JSON body names a credential field (bytes in any encoding: the
+    names are ASCII)."""
+    lower = (body.decode("latin-1") if isinstance(body, bytes) else body).lower()
     names = [n for n, _ in parse_qsl(lower, keep_blank_values=True)] if "=" in lower else []
-    if any(fnmatch.fnmatchcase(n, p) for n in names for p in _SECRET_FIELDS):
+    if any(fnmatch.fnmatchcase(n.strip(), p) for n in names for p in _SECRET_FIELDS):
         return True
-    return any(f'"{w}' in lower for w in ("password", "passwd", "secret", "token", "api_key"))
+    return any(w in lower for w in _SECRET_JSON)
 
 
 def new_key() -> str:
@@ -85,6 +94,7 @@ class Sealer:
         self.key_file = key_file
         self.extra_headers = tuple(extra_headers)
         self._fernet: Any = None
+        self._hmac_key = b""
 
     @classmethod
     def for_store(cls, store_url: str, extra_headers: Iterable[str] = ()) -> Sealer:
@@ -108,6 +118,7 @@ class Sealer:
             return None
         try:
             self._fernet = Fernet(key.strip().encode("ascii"))
+            self._hmac_key = key.strip().encode("ascii")
         except ValueError:
             raise ConfigError(
                 f"{ENV} (or {self.key_file}) is not a key: use `crashsafe secret-key` to make one"
@@ -117,20 +128,39 @@ class Sealer:
     def _read_key_file(self, *, make: bool) -> str | None:
         assert self.key_file is not None
         try:
-            return self.key_file.read_text("ascii").strip()
+            return self._key_text()
         except FileNotFoundError:
             if not make:
                 return None
         key = new_key()
         try:
             fd = open_private(self.key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, follow=False)
-        except FileExistsError:  # another worker made it meanwhile
-            return self.key_file.read_text("ascii").strip()
+        except FileExistsError:  # another worker made it meanwhile (or a link is there)
+            return self._key_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot make the key file {self.key_file}: {exc}") from None
         with os.fdopen(fd, "w") as out:
             out.write(key + "\n")
             out.flush()
             os.fsync(out.fileno())
         return key
+
+    def _key_text(self) -> str:
+        """The key file's text, read without following a symbolic link (a key planted
+        elsewhere is not taken). FileNotFoundError if there is none."""
+        assert self.key_file is not None
+        try:
+            fd = os.open(self.key_file, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            why = "it is a symbolic link" if self.key_file.is_symlink() else str(exc)
+            raise ConfigError(
+                f"the key file {self.key_file} cannot be read ({why}): put the key itself "
+                f"there, or give it in {ENV}"
+            ) from None
+        with os.fdopen(fd, encoding="ascii", errors="replace") as source:
+            return source.read().strip()
 
     # -- values ---------------------------------------------------------------------------
     def seal(self, value: str, what: str) -> dict[str, str]:
@@ -141,6 +171,18 @@ class Sealer:
                 f"sealed: set {ENV} on every worker (`crashsafe secret-key` makes one)"
             )
         return {SEALED: cipher.encrypt(value.encode("utf-8", "surrogatepass")).decode("ascii")}
+
+    def keyed(self, data: bytes) -> str:
+        """A keyed hash of ``data`` (HMAC-SHA256 with the key, hex): for a frontier key
+        that tells bodies apart without letting a reader of the database test guesses
+        of a password against a plain hash of the login form."""
+        if self._cipher(make=True) is None:
+            raise ConfigError(
+                f"the request carries a secret (a body with a credential field), which "
+                f"crashsafe stores only sealed: set {ENV} on every worker "
+                "(`crashsafe secret-key` makes one)"
+            )
+        return hmac.new(self._hmac_key, data, hashlib.sha256).hexdigest()
 
     def open(self, sealed: Mapping[str, str]) -> str:
         from cryptography.fernet import InvalidToken
@@ -185,8 +227,14 @@ class Sealer:
         if isinstance(proxy, str) and "@" in urlsplit(proxy).netloc:
             stored["meta"] = {**(meta or {}), "proxy": self.seal(proxy, "a proxy's password")}
         body = stored.get("body")
-        if isinstance(body, str) and body and _secret_body(body):
-            stored["body"] = self.seal(body, "a body with a credential field")
+        what = "a body with a credential field"
+        if isinstance(body, str) and body and secret_body(body):
+            stored["body"] = self.seal(body, what)
+        elif isinstance(body, bytes) and body and secret_body(body):  # not UTF-8
+            stored["body"] = self._seal_any({"$bytes": base64.b64encode(body).decode()}, what)
+        encoded = stored.get("body_base64")
+        if isinstance(encoded, str) and secret_body(base64.b64decode(encoded)):
+            stored["body_base64"] = self.seal(encoded, what)
         return stored
 
     def _secret(self, header: str) -> bool:

@@ -53,8 +53,8 @@ class ForwardProxy:
 
 
 @contextmanager
-def forward_proxy() -> Iterator[ForwardProxy]:
-    proxy = ForwardProxy()
+def forward_proxy(user: str = "u", password: str = "p") -> Iterator[ForwardProxy]:
+    proxy = ForwardProxy(user, password)
     loop = asyncio.new_event_loop()
     started = threading.Event()
     server: list[asyncio.base_events.Server] = []

@@ -8,6 +8,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
 from crashsafe import Page, Record, Spider
 from crashsafe.demo.server import AppThread
 from crashsafe.store import Store
@@ -89,3 +91,24 @@ def test_downloads_have_an_allow_decision_of_their_own(store: Store) -> None:
     assert "outside allowed_download_domains" in other_file["error"]
     assert "outside allowed_download_domains" in named["error"]
     assert own["sha256"] and site.hits["/own.png"] == 1
+
+
+def test_the_proxys_own_name_is_not_reached_as_a_server(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (a review of #24: HTTP_PROXY=http://u:p@localhost:PX with NO_PROXY=localhost: a link
+    # to http://localhost:PX/ went direct, and the resolver let the proxy's name through)
+    site = Counting()
+    with forward_proxy() as proxy, AppThread(site.app()) as me:
+        monkeypatch.setenv("HTTP_PROXY", f"http://u:p@localhost:{proxy.port}")
+        monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+        ThroughProxy.canary = [f"http://localhost:{proxy.port}/as-origin"]
+        run_crawl(
+            ThroughProxy(), store, f"{me.url}/start", obey_robots=False,
+            allowed_domains=("*:*",), allowed_download_domains=("*:*",),
+        )  # fmt: skip
+        failed = {f.url: f.error or "" for f in store.failed("proxied")}
+        files = {r.key: r.data for r in store.iter_records("proxied")}["start"]["files"]
+    assert proxy.log == []  # neither as a server nor as the proxy (NO_PROXY: direct)
+    assert "loopback address: refused" in failed[f"http://localhost:{proxy.port}/as-origin"]
+    assert "loopback address: refused" in files[0]["error"]

@@ -14,7 +14,15 @@ from crashsafe.demo.server import AppThread
 from crashsafe.sealed import new_key
 from tests.helpers import cli_env, run_cli
 
-SECRETS = ["Bearer S3CRET-T0KEN", "K3Y-VALUE", "C00KIE-VALUE", "PA55W0RD"]
+SECRETS = [
+    "Bearer S3CRET-T0KEN",
+    "K3Y-VALUE",
+    "C00KIE-VALUE",
+    "PA55W0RD",
+    "L4TIN-PW",
+    "APIKEY-V",
+    "SUBKEY-V",
+]
 SPIDER = """
 from crashsafe import Record, Request, Spider
 
@@ -28,6 +36,11 @@ class Secrets(Spider):
                       callback=self.parse_api)
         yield Request(page.urljoin("/login"), method="POST", body="user=me&password=PA55W0RD",
                       headers={"Content-Type": "application/x-www-form-urlencoded"},
+                      callback=self.parse_api)
+        # names the first review missed: a latin-1 body (stored as base64), other headers
+        yield Request(page.urljoin("/old-login"), method="POST",
+                      body="user=m\xe9&pass=L4TIN-PW".encode("latin-1"),
+                      headers={"apikey": "APIKEY-V", "Ocp-Apim-Subscription-Key": "SUBKEY-V"},
                       callback=self.parse_api)
 
     def parse_api(self, page):
@@ -48,7 +61,7 @@ def site() -> Iterator[tuple[str, list[dict[str, str]]]]:
             return web.Response(status=404)
         if request.path != "/start" and not UP["up"]:
             return web.Response(status=503, headers={"Retry-After": "0"})
-        body = (await request.read()).decode()
+        body = (await request.read()).decode("latin-1")
         seen.append({"path": request.path, "auth": request.headers.get("Authorization", ""),
                      "key": request.headers.get("X-Api-Key", ""),
                      "cookie": request.headers.get("Cookie", ""), "body": body})  # fmt: skip
@@ -73,7 +86,7 @@ def test_secrets_are_sealed_at_rest_and_sent_exactly_after_a_restart(
     spider.write_text(SPIDER)
     db = tmp_path / "s.db"
     args = ["crawl", str(spider), "--db", f"sqlite:///{db}", "--start-url", f"{url}/start",
-            "--no-progress", "--concurrency", "1"]  # fmt: skip
+            "--no-progress", "--concurrency", "1", "--warc", str(tmp_path / "warc")]  # fmt: skip
     first = run_cli(*args)
     assert first.returncode == 0, first.stderr
     assert seen[0]["path"] == "/start"  # the two requests wait in the store (503 for now)
@@ -81,6 +94,14 @@ def test_secrets_are_sealed_at_rest_and_sent_exactly_after_a_restart(
     assert "$sealed" in at_rest
     for secret in SECRETS:
         assert secret not in at_rest, secret
+    # nor a plain hash of a login body in its key, to test password guesses against
+    import hashlib
+
+    with sqlite3.connect(db) as conn:
+        keys = [str(r[0]) for r in conn.execute("SELECT url FROM frontier")]
+    plain = hashlib.sha256(b"user=me&password=PA55W0RD").hexdigest()[:16]
+    assert any(k.startswith(f"{url}/login#POST:") for k in keys), keys
+    assert not any(plain in k for k in keys), keys
     assert (tmp_path / "s.db.key").exists()  # the key, beside the database (0600)
     assert oct((tmp_path / "s.db.key").stat().st_mode & 0o777) == "0o600"
     UP["up"] = True
@@ -91,6 +112,20 @@ def test_secrets_are_sealed_at_rest_and_sent_exactly_after_a_restart(
     assert sent["/api"]["auth"] == "Bearer S3CRET-T0KEN" and sent["/api"]["key"] == "K3Y-VALUE"
     assert "sid=C00KIE-VALUE" in sent["/api"]["cookie"]
     assert sent["/login"]["body"] == "user=me&password=PA55W0RD"
+    assert sent["/old-login"]["body"] == "user=m\xe9&pass=L4TIN-PW"
+    # The WARC archive keeps the exchanges, not the secrets: bodies with credential fields
+    # and credential headers are [redacted] in its request records
+    from warcio.archiveiterator import ArchiveIterator
+
+    archived = b""
+    for path in sorted((tmp_path / "warc").glob("*.warc.gz")):
+        with path.open("rb") as stream:
+            for record in ArchiveIterator(stream):
+                if record.rec_type == "request":
+                    archived += record.http_headers.to_bytes() + record.content_stream().read()
+    assert archived.count(b"[redacted]") >= 6  # 2 bodies, 2 headers of /api, 2 of /old-login
+    for secret in SECRETS:
+        assert secret.encode() not in archived, secret
 
 
 def test_a_stored_secret_without_its_key_fails_its_page_saying_so(
@@ -109,7 +144,7 @@ def test_a_stored_secret_without_its_key_fails_its_page_saying_so(
     rest = run_cli(*args, "-s", "max_pages=none")
     assert "Traceback" not in rest.stderr
     failed = run_cli("failed", "--db", f"sqlite:///{db}").stdout
-    assert failed.count("there is no key to open it: set CRASHSAFE_SECRET_KEY") == 2
+    assert failed.count("there is no key to open it: set CRASHSAFE_SECRET_KEY") == 3
     assert seen == []  # nothing sent without its secrets
 
 
@@ -134,4 +169,4 @@ def test_on_postgresql_a_secret_needs_the_key_from_the_environment(
     keyed = subprocess.run(args, env={**env, "CRASHSAFE_SECRET_KEY": new_key()},
                            capture_output=True, text=True, timeout=120)  # fmt: skip
     assert keyed.returncode == 0, keyed.stderr
-    assert {s["path"] for s in seen} == {"/start", "/api", "/login"}
+    assert {s["path"] for s in seen} == {"/start", "/api", "/login", "/old-login"}

@@ -65,6 +65,8 @@ def test_special_addresses_are_refused_by_literal_name_mapped_address_and_redire
     guard: str, tmp_path: Path
 ) -> None:
     canary, other_port = Counting(), Counting()
+    local = tmp_path / "local.txt"
+    local.write_text("a local secret")
     with (
         AppThread(canary.app(), host="127.0.0.2") as internal,
         AppThread(other_port.app()) as other,
@@ -79,6 +81,7 @@ def test_special_addresses_are_refused_by_literal_name_mapped_address_and_redire
                 f"{other.url}/other-port",  # the start URL's host, another port
                 f"{me.url}/hop",  # redirected to the canary
                 f"{me.url}/fine",
+                f"file://{local}",  # a local file (Scrapy reads it, as it reads ftp://)
             ]
             db = f"sqlite:///{tmp_path / 'g.db'}"
             off = ["-s", "CRASHSAFE_ADDRESS_GUARD=False"] if guard == "off" else []
@@ -86,17 +89,19 @@ def test_special_addresses_are_refused_by_literal_name_mapped_address_and_redire
     assert done.returncode == 0, done.stderr
     records, failed = outcomes(db)
     if guard == "off":  # the test can fail: without the guard, Scrapy reaches the canary
-        assert canary.hits and other_port.hits
+        assert canary.hits and other_port.hits and f"file://{local}" in records, records
         return
     assert sum(canary.hits.values()) == 0 and sum(other_port.hits.values()) == 0
     assert records == {"start", f"{me.url}/fine"}
     refused = {url: error for url, error in failed.items()}
+    [local_key] = [url for url in refused if url.startswith("file:")]
+    assert "file: URLs are refused" in refused.pop(local_key)
     assert len(refused) == 5, refused
     assert all("loopback address: refused" in e for e in refused.values()), refused
     assert "e.g. -s CRASHSAFE_ALLOWED_ADDRESSES=loopback)" in next(iter(refused.values()))
     assert "Traceback" not in done.stderr
     [row] = json.loads(run_cli("status", "--db", db, "--json").stdout)
-    assert (row["failed"], row["pending"], row["leased"]) == (5, 0, 0)
+    assert (row["failed"], row["pending"], row["leased"]) == (6, 0, 0)
 
 
 def test_a_proxy_opens_nothing_and_carries_every_request(tmp_path: Path) -> None:

@@ -138,7 +138,18 @@ def test_database_urls_are_shown_without_their_password() -> None:
     assert masked("postgresql://bob:s3cret@db:5432/x") == "postgresql://bob:***@db:5432/x"
     assert masked("sqlite:///a.db") == "sqlite:///a.db"
     assert masked("sqlite:////abs/a.db") == "sqlite:////abs/a.db"  # as written, all else
-    assert masked("postgresql://u:p@ss@h/x?password=q#f") == "postgresql://u:***@h/x?password=***#f"
+    assert masked("postgresql://u:p@ss@h/x?password=q#f") == "postgresql://u:***@h/x?password=***"
+    # (a review of #24: forms whose password still showed)
+    for url in ("postgresql://u:PW#tail@h/x", "postgresql://u:PW?tail@h/x",
+                "postgresql://u:PW/tail@h/x", "postgresql://h/x?pass%77ord=PW",
+                "host=h port=1 password=PW dbname=x", "host=h password='P W' dbname=x",
+                "sqlite:////tmp/x.db?password=PW",
+                "postgresql://h/x?sslpassword=PW#f"):  # fmt: skip
+        assert "PW" not in masked(url).replace("%77", ""), url
+    pytest.importorskip("psycopg")
+    with pytest.raises(ConfigError) as bad:  # psycopg's own message quoted the token
+        open_store("postgresql://u:PW%zzbad@127.0.0.1:1/x")
+    assert "PW" not in str(bad.value) and "%25" in str(bad.value)
     with pytest.raises(ConfigError) as info:
         open_store("mysql://bob:s3cret@db/x")
     assert "s3cret" not in str(info.value) and "bob:***@db" in str(info.value)

@@ -115,3 +115,41 @@ def test_a_cookie_for_a_public_suffix_is_neither_kept_nor_stored() -> None:
         [("http://shop.test/", "wide=1; Domain=test"), ("http://shop.test/", "ok=1")]
     )
     assert [r.name for r in rows] == ["ok"]
+
+
+def test_a_live_session_refuses_a_cookie_for_a_public_suffix() -> None:
+    # (aiohttp >= 3.12 hands a response's Set-Cookie values to update_cookies_from_headers,
+    # which the first fix did not override: the refusal held in this file, not in a crawl)
+    from aiohttp import web
+
+    from crashsafe.crawl.sessions import CookieJar
+    from crashsafe.demo.server import AppThread
+    from tests.faults.test_security import MapTo
+
+    async def page(request: web.Request) -> web.Response:
+        response = web.Response(text="x")
+        for value in ("wide=1; Domain=test", "dotted=2; Domain=.test",
+                      "last=3; Domain=a.example.test; Domain=test",
+                      "mine=4; Domain=example.test", "host=5"):  # fmt: skip
+            response.headers.add("Set-Cookie", value)
+        return response
+
+    app = web.Application()
+    app.router.add_get("/", page)
+
+    async def go(port: int) -> tuple[list[str], list[str]]:
+        jar = CookieJar()
+        connector = aiohttp.TCPConnector(resolver=MapTo("127.0.0.1"))
+        async with (
+            aiohttp.ClientSession(cookie_jar=jar, connector=connector) as session,
+            session.get(f"http://a.example.test:{port}/") as resp,
+        ):
+            await resp.read()
+        here = sorted(sent(jar, "http://a.example.test/"))
+        elsewhere = sorted(sent(jar, "http://b.other.test/"))
+        return here, elsewhere
+
+    with AppThread(app) as site:
+        here, elsewhere = asyncio.run(go(site.port))
+    assert elsewhere == []  # nothing for another site under the suffix
+    assert here == ["host", "mine"]

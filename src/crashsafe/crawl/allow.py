@@ -269,7 +269,7 @@ class LinkFilter:
         url = self.canonical(request.url)
         if url is None:
             return None
-        key = frontier_key(url, request, parent=parent, ordinal=ordinal)
+        key = frontier_key(url, request, parent=parent, ordinal=ordinal, sealer=self.sealer)
         callback = callback_name(request.callback)
         return NewUrl(key, depth, callback, request.priority, request.stored(self.sealer))
 

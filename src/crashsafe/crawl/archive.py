@@ -4,8 +4,9 @@ WARC archive (``effects/warc.py``), with the request that asked for it.
 The request record holds the headers crashsafe set (User-Agent, ``default_headers``, the
 request's own), with the values of credentials (``Authorization``, ``Proxy-Authorization``,
 ``Cookie``, ``X-Api-Key``, ``*-Token`` and the other names of crashsafe/sealed.py, and the
-``secret_headers`` setting's) replaced by ``[redacted]``: an archive is shared more widely
-than a password.
+``secret_headers`` setting's) replaced by ``[redacted]``, and so is a body holding a
+credential field (a login form's ``password=``): an archive is shared more widely than a
+password.
 Headers the HTTP client adds on the wire (Host, Accept-Encoding) are not in it. A redirect
 is archived as its last response, under the final URL.
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 from crashsafe.crawl.fetch import GET, Response, Send
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.effects.warc import WarcArchive
-from crashsafe.sealed import is_secret_header
+from crashsafe.sealed import is_secret_header, secret_body
 
 
 def _reason(status: int) -> str:
@@ -79,7 +80,7 @@ class CrawlArchive:
             request_headers=[
                 (k, "[redacted]" if is_secret_header(k, self._secret) else v) for k, v in sent
             ],
-            request_body=send.body,
+            request_body=b"[redacted]" if send.body and secret_body(send.body) else send.body,
             status=resp.status,
             reason=_reason(resp.status),
             response_headers=list(resp.headers.items()),

@@ -194,6 +194,10 @@ async def fetch(
                 proxy = URL(send.proxy)
                 guard.check_proxy(proxy.raw_host or "", proxy.port)
                 await guard.check_proxied(target, request_url.port)
+            elif guard.is_proxy(target, request_url.port or 0):
+                # The proxy's own endpoint asked for as a server (NO_PROXY, a link): the
+                # resolver lets the proxy's name through as the proxy; checked here.
+                await guard.check_proxied(target, request_url.port)
         try:
             async with session.request(
                 send.method,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from crashsafe.errors import ConfigError
+from crashsafe.sealed import secret_body
 from crashsafe.store.values import canonical_json
 
 if TYPE_CHECKING:
@@ -205,18 +206,29 @@ def _is_json(value: Any) -> bool:
     return True
 
 
-def frontier_key(canonical: str, request: Request, *, parent: str = "", ordinal: int = 0) -> str:
+def frontier_key(
+    canonical: str,
+    request: Request,
+    *,
+    parent: str = "",
+    ordinal: int = 0,
+    sealer: Sealer | None = None,
+) -> str:
     """The key ``request`` (whose canonical URL is ``canonical``) is stored under.
 
     ``parent`` and ``ordinal`` (the page that yielded it, the request's place among that
-    page's ``dont_filter`` requests) matter only with ``dont_filter``.
+    page's ``dont_filter`` requests) matter only with ``dont_filter``. A body with a
+    credential field is told apart by ``sealer``'s keyed hash, not a plain one.
     """
     if request.is_plain:
         return canonical
     tag = request.method.upper()
     body = request.body_bytes
     if body:
-        tag += ":" + hashlib.sha256(body).hexdigest()[:16]
+        if sealer is not None and secret_body(body):
+            tag += ":" + sealer.keyed(body)[:16]
+        else:
+            tag += ":" + hashlib.sha256(body).hexdigest()[:16]
     if request.dont_filter:
         seed = f"{parent}\n{ordinal}".encode()
         tag += "~" + hashlib.sha256(seed).hexdigest()[:12]

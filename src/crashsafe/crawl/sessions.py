@@ -19,7 +19,7 @@ import asyncio
 import base64
 import functools
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from http.cookies import CookieError, Morsel, SimpleCookie
 from typing import Any
 from urllib.parse import urlsplit
@@ -98,6 +98,17 @@ class CookieJar(aiohttp.CookieJar):
             if not isinstance(value, Morsel) or accepted(value, host)
         ]
         super().update_cookies(kept, response_url)
+
+    def update_cookies_from_headers(self, headers: Sequence[str], response_url: URL) -> None:
+        """The path a session takes (aiohttp >= 3.12): raw ``Set-Cookie`` values, parsed
+        by aiohttp's own parser, then checked as :meth:`update_cookies` checks them."""
+        if not headers:
+            return
+        try:
+            from aiohttp._cookie_helpers import parse_set_cookie_headers
+        except ImportError:  # an aiohttp without this path calls update_cookies instead
+            return super().update_cookies_from_headers(headers, response_url)
+        self.update_cookies(parse_set_cookie_headers(headers), response_url)
 
 
 def cookie_rows(set_cookies: Iterable[tuple[str, str]]) -> list[CookieRow]:

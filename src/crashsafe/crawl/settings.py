@@ -53,7 +53,7 @@ class CrawlSettings:
             subdomains), ``host:port``, ``*`` (any host); ``None``: the start URLs' hosts
             with their ports (``docs/security.md``).
         secret_headers: header names (``*`` a wildcard) whose values are credentials
-            beyond ``Authorization``, ``Cookie``, ``X-Api-Key``, ``*-Token``... (crashsafe/
+            beyond ``Authorization``, ``Cookie``, ``*-Key``, ``*-Token``... (crashsafe/
             sealed.py): sealed when a request is stored, redacted in the WARC archive.
         allowed_download_domains: where ``page.download`` may go, as ``allowed_domains``
             is written (``*``: any public host); ``None``: the crawl's allow-list.

@@ -5,9 +5,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from crashsafe.errors import ConfigError
 from crashsafe.store.base import (
@@ -74,34 +75,38 @@ __all__ = [
 ]
 
 
-#: Query parameters of a database URL that carry a credential: their values are masked.
+#: Parameters of a database URL (or DSN) that carry a credential: their values are masked.
 SECRET_PARAMS = frozenset({"password", "sslpassword", "sslkey", "passphrase", "token"})
+_KEYWORD_SECRET = re.compile(
+    r"(?i)\b((?:ssl|pg)?password|passphrase|token)(\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&#]+)"
+)
 
 
 def masked(url: str) -> str:
-    """``url`` with its password shown as ``***``, in the user part and in a
-    credential-bearing query parameter (``?password=``): for messages and logs. Anything
-    else is left as written (``sqlite:////abs/x.db`` stays so)."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return url.split("://", 1)[0] + "://..."
-    if parts.query:
-        query = "&".join(
-            f"{name}=***" if name.lower() in SECRET_PARAMS else pair
-            for pair in parts.query.split("&")
-            for name in [pair.partition("=")[0]]
-        )
-        if query != parts.query:
-            head, _, tail = url.partition("?")
-            url = head + "?" + query + tail[len(parts.query) :]
-    if not password:
-        return url
-    scheme, _, rest = url.partition("://")
-    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
-    host = rest[:end].rpartition("@")[2]  # the last @ ends the user part, as urlsplit reads it
-    return f"{scheme}://{parts.username or ''}:***@{host}{rest[end:]}"
+    """``url`` with its credentials shown as ``***``: the password of the user part
+    (everything between the user's ``:`` and the last ``@``, whatever it holds: a ``#``,
+    ``/`` or ``?`` in a password must not turn it into a fragment, path or query), and the
+    values of credential parameters, in a query (``?password=``, percent-encoded names
+    too) or a keyword DSN (``host=h password=x``). For messages and logs: it may mask more
+    than the password, never less. Anything else is left as written."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    if sep and "@" in rest:
+        userinfo, _, host = rest.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        if colon and "/" not in user:
+            rest = f"{user}:***@{host}"
+    head, question, query = rest.partition("?")
+    if question:
+        pairs = []
+        for pair in query.split("&"):
+            name, equals, _ = pair.partition("=")
+            secret = equals and unquote(name).strip().lower() in SECRET_PARAMS
+            pairs.append(f"{name}=***" if secret else pair)
+        rest = head + "?" + "&".join(pairs)
+    text = scheme + sep + rest
+    return _KEYWORD_SECRET.sub(lambda m: f"{m[1]}{m[2]}***", text)
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -149,7 +154,9 @@ def open_store(
         options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         unknown = set(options) - {"synchronous"}
         if unknown:
-            raise ConfigError(f"{url!r}: unknown option(s) {sorted(unknown)}; known: synchronous")
+            raise ConfigError(
+                f"{masked(url)!r}: unknown option(s) {sorted(unknown)}; known: synchronous"
+            )
         return SQLiteStore(
             path,
             synchronous=options.get("synchronous", "full").lower(),

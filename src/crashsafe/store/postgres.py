@@ -172,7 +172,14 @@ class PostgresStore(SQLStore):
 
     # -- plumbing ------------------------------------------------------------------------
     def _connect(self) -> psycopg.Connection[Any]:
-        given = psycopg.conninfo.conninfo_to_dict(self._conninfo)
+        try:
+            given = psycopg.conninfo.conninfo_to_dict(self._conninfo)
+        except psycopg.ProgrammingError:  # its message quotes the token: the password, say
+            raise ConfigError(
+                f"{masked(self.url)} does not parse as a PostgreSQL URL (psycopg's message is "
+                "not shown: it would show a part of it, maybe the password); check the "
+                "percent signs: a literal % is %25"
+            ) from None
         options = [str(given.get("options") or ""), f"-c search_path={self.schema}"]
         if self._readonly:
             options.append("-c default_transaction_read_only=on")

@@ -20,7 +20,7 @@ from scrapy.utils.request import request_from_dict
 
 from crashsafe.errors import ConfigError
 from crashsafe.ids import canonical_url
-from crashsafe.sealed import Sealer
+from crashsafe.sealed import Sealer, secret_body
 
 #: Meta keys of the adapter's own, never stored.
 LEASE_META = "crashsafe_lease"
@@ -76,7 +76,10 @@ def decode(text: str, spider: Spider, sealer: Sealer | None = None) -> Request:
 
     def hook(obj: dict[str, Any]) -> Any:
         obj = _hook(obj)
-        return sealer.opened(obj) if sealer is not None and isinstance(obj, dict) else obj
+        if sealer is not None and isinstance(obj, dict):
+            opened = sealer.opened(obj)  # a sealed body of bytes opens as {"$bytes": ...}
+            return _hook(opened) if isinstance(opened, dict) else opened
+        return obj
 
     d = json.loads(text, object_hook=hook)
     d["headers"] = {k: values for k, values in d["headers"]}
@@ -85,13 +88,25 @@ def decode(text: str, spider: Spider, sealer: Sealer | None = None) -> Request:
     return request_from_dict(d, spider=spider)
 
 
-def frontier_key(request: Request, fingerprint: bytes, *, parent: str, ordinal: int) -> str:
-    """The key ``request`` is stored under (see the module docstring)."""
+def frontier_key(
+    request: Request,
+    fingerprint: bytes,
+    *,
+    parent: str,
+    ordinal: int,
+    sealer: Sealer | None = None,
+) -> str:
+    """The key ``request`` is stored under (see the module docstring). For a body with a
+    credential field, ``sealer``'s keyed hash of the fingerprint (which hashes the body
+    plainly: a reader of the database could test password guesses against it)."""
     try:
         url = canonical_url(request.url, strip_params=())
     except ValueError as exc:
         raise ConfigError(f"request URL {request.url!r} cannot be crawled: {exc}") from None
-    key = f"{url}#{fingerprint.hex()[:32]}"
+    if sealer is not None and request.body and secret_body(request.body):
+        key = f"{url}#{sealer.keyed(fingerprint)[:32]}"
+    else:
+        key = f"{url}#{fingerprint.hex()[:32]}"
     if request.dont_filter:
         key += "~" + hashlib.sha256(f"{parent}\n{ordinal}".encode()).hexdigest()[:12]
     return key

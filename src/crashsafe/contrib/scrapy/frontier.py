@@ -193,8 +193,9 @@ class Frontier:
             if request.dont_filter:
                 unfiltered += 1
             key = frontier_key(
-                request, self.fingerprint(request), parent=parent, ordinal=unfiltered
-            )
+                request, self.fingerprint(request), parent=parent, ordinal=unfiltered,
+                sealer=self.sealer,
+            )  # fmt: skip
             stored = encode(request, self.spider, self.sealer)
             rows.append(NewUrl(key, depth, None, request.priority, stored))
         return rows

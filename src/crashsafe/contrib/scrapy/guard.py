@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 from aiohttp.abc import AbstractResolver
@@ -42,6 +42,11 @@ from crashsafe.errors import ConfigError
 from crashsafe.store import PageOutcome
 
 REFUSED_META = "crashsafe_refused"  # why the resolver refused a request's addresses
+SCHEMES = frozenset({"http", "https", "data"})  # data: URLs go nowhere
+NOT_CHECKED = (
+    "the address guard lets through http and https, whose addresses it checks "
+    "(CRASHSAFE_ADDRESS_GUARD = False lets anything through)"
+)
 
 
 class AddressRefusedError(IgnoreRequest):
@@ -191,9 +196,12 @@ class CrashsafeAddressGuard:
 
     # -- requests ---------------------------------------------------------------------------
     async def process_request(self, request: Request, spider: Spider | None = None) -> None:
+        scheme = request.url.partition(":")[0].lower()
+        if scheme not in SCHEMES:  # ftp:// to an IP literal never meets the resolver;
+            self._refuse(request, f"{scheme}: URLs are refused: {NOT_CHECKED}")  # file://
         endpoint = endpoint_of(request.url)
         if endpoint is None:
-            return
+            self._refuse(request, f"{request.url[:200]!r} names no host and port to check")
         self._allow_seed(request, endpoint[0], endpoint[1])
         proxy = request.meta.get("proxy")
         proxied = endpoint_of(proxy) if proxy else None
@@ -237,7 +245,7 @@ class CrashsafeAddressGuard:
             self._refuse(request, why)
         return response
 
-    def _refuse(self, request: Request, why: str) -> None:
+    def _refuse(self, request: Request, why: str) -> NoReturn:
         self._commit_refused(request, why)
         raise AddressRefusedError(why)
 
