@@ -38,3 +38,9 @@ def test_where_time_goes_accounts_for_every_page() -> None:
     out = run("where_time_goes.py", "--products", "40", "--lease-ahead", "4")
     assert out.startswith("42 pages in ")
     assert "store round trips:" in out and "event loop thread CPU:" in out
+
+
+def test_startup_prints_the_first_request_times() -> None:
+    out = run("startup.py", "--repeat", "1")
+    table = out.split("from process start to the first request")[1]
+    assert "crashsafe " in table  # it made its first request (a failed run is left out)

@@ -109,7 +109,7 @@ def _store_children(pid: int) -> list[int]:
     found = []
     for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
         cmdline = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-        if b"crashsafe.store.process" in cmdline:
+        if b"crashsafe.store.server" in cmdline:
             found.append(int(child))
     return found
 

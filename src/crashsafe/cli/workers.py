@@ -2,7 +2,7 @@
 
 The command's own process starts N ``crashsafe crawl`` processes. On SQLite each is given
 one end of a socket pair, and this process serves their store calls itself
-(``store.process.serve``): one writer, so the workers never wait on each other's SQLite
+(``store.server.serve``): one writer, so the workers never wait on each other's SQLite
 lock. On PostgreSQL each worker opens its own connection (the server takes their
 transactions side by side) and this process only waits for them. Each worker is a full
 crawler with its own leases and liveness lock, so the guarantee is per worker as always:
@@ -27,7 +27,7 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
-from crashsafe.store.process import serve
+from crashsafe.store.server import serve
 
 
 def run_workers(

@@ -92,7 +92,7 @@ class Crawler:
         handle_signals: install SIGINT/SIGTERM handlers for a graceful stop.
         store_process: serve the store from a child process (default: yes for SQLite on
             POSIX) instead of a thread; the store object is then only used for its ``url``.
-        store_server: a socket to a running ``store.process.serve`` loop (``crashsafe
+        store_server: a socket to a running ``store.server.serve`` loop (``crashsafe
             crawl --workers``) to send the store calls to instead.
         resolver: the DNS resolver under the address guard (default: the system's);
             tests map names to addresses with it.
@@ -322,6 +322,11 @@ class Crawler:
         started = time.monotonic()
         try:
             async with GracefulInterrupts(self._on_signal, enabled=self.handle_signals):
+                # The store's process is starting (spawned with the Crawler): import what
+                # the first request needs meanwhile (aiohttp alone takes 0.15 s here).
+                import crashsafe.crawl.assembly
+                import crashsafe.crawl.fetch  # noqa: F401
+
                 await self._db.start()
                 with rarer_gc():
                     return await self._run(started)

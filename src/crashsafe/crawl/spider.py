@@ -12,20 +12,17 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urljoin, urlsplit
-
-import lxml.etree
-import lxml.html
-from parsel import Selector, SelectorList
-from w3lib.encoding import html_to_unicode
-from w3lib.html import get_base_url
 
 from crashsafe.crawl.requests import BadRequest, Request, callback_name, checked
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.sitemaps import SitemapEntry, read_sitemap, sitemaps_in_robots
 from crashsafe.effects.files import File
 from crashsafe.errors import ConfigError, SpiderError
+
+if TYPE_CHECKING:
+    from parsel import Selector, SelectorList
 
 __all__ = [
     "MAX_SITEMAP_DEPTH",
@@ -83,6 +80,9 @@ def _parse_html_utf8(body: bytes) -> Any:
     """The lxml tree of an HTML body known to be UTF-8, parsed from its bytes by a parser
     reused across pages (parsel builds a new one per page); None when parsel's own path
     should handle it."""
+    import lxml.etree
+    import lxml.html
+
     body = body.replace(b"\x00", b"").strip()
     if not body:
         return None
@@ -144,11 +144,15 @@ class Page:
             else:
                 self._utf8 = True
                 return text
+        from w3lib.encoding import html_to_unicode
+
         _, text = html_to_unicode(content_type or None, self.body)
         return str(text)
 
     @cached_property
     def selector(self) -> Selector:
+        from parsel import Selector  # (imported here: the first request need not wait)
+
         content_type = (self.headers.get("Content-Type") or "").lower()
         kind = "html" if "html" in content_type else "xml" if "xml" in content_type else None
         text = self.text
@@ -158,6 +162,8 @@ class Page:
 
     @cached_property
     def base_url(self) -> str:
+        from w3lib.html import get_base_url
+
         try:
             return str(get_base_url(self.text[:4096], self.url))
         except ValueError:  # a <base href> that cannot be parsed: ignore it
@@ -259,6 +265,8 @@ def _href(link: Any, *, strict: bool = True) -> str:
     ``follow_all``; ``follow`` raises ConfigError)."""
     if isinstance(link, str):
         return link
+    from parsel import Selector, SelectorList
+
     if isinstance(link, SelectorList):
         if len(link) != 1:
             raise ConfigError(

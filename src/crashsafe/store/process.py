@@ -27,23 +27,22 @@ import contextlib
 import functools
 import os
 import pickle
-import selectors
-import signal
 import socket
-import struct
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from crashsafe.errors import StoreError
 from crashsafe.store import masked
 from crashsafe.store.base import Store
+from crashsafe.store.server import HEADER, serve
+
+__all__ = ["StoreCall", "StoreProcess", "StoreThread", "how_it_ended", "serve", "store_runner"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
-_HEADER = struct.Struct("!I")
 
 
 class StoreCall(Protocol):
@@ -117,12 +116,12 @@ class _Answers(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         buffer = self._buffer
         buffer += data
-        while len(buffer) >= _HEADER.size:
-            (size,) = _HEADER.unpack_from(buffer)
-            end = _HEADER.size + size
+        while len(buffer) >= HEADER.size:
+            (size,) = HEADER.unpack_from(buffer)
+            end = HEADER.size + size
             if len(buffer) < end:
                 break
-            ok, value = pickle.loads(buffer[_HEADER.size : end])
+            ok, value = pickle.loads(buffer[HEADER.size : end])
             del buffer[:end]
             future = self.waiting.popleft()
             if future.done():  # its caller was cancelled: drop the answer
@@ -185,7 +184,7 @@ class StoreProcess:
         ours, theirs = socket.socketpair()
         with theirs:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "crashsafe.store.process", str(theirs.fileno()),
+                [sys.executable, "-m", "crashsafe.store.server", str(theirs.fileno()),
                  self.store.url],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
@@ -206,7 +205,7 @@ class StoreProcess:
         call = (_method_name(self.store, fn), args, kwargs)
         request = pickle.dumps(call, protocol=pickle.HIGHEST_PROTOCOL)
         future = self._expect()
-        self._transport.write(_HEADER.pack(len(request)) + request)
+        self._transport.write(HEADER.pack(len(request)) + request)
         result: T = await future
         return result
 
@@ -224,135 +223,3 @@ class StoreProcess:
             else:
                 self._proc.kill()
                 self._proc.wait()
-
-
-def _recv_exact(sock: socket.socket, size: int) -> bytes | None:
-    chunks = []
-    while size:
-        chunk = sock.recv(size)
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
-
-
-def _send(sock: socket.socket, ok: bool, value: Any) -> None:
-    try:
-        data = pickle.dumps((ok, value), protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:  # an exception that does not pickle
-        data = pickle.dumps((False, StoreError(f"{type(value).__name__}: {value} ({exc})")))
-    sock.sendall(_HEADER.pack(len(data)) + data)
-
-
-def _run_call(sock: socket.socket, store: Store, body: bytes) -> None:
-    name, args, kwargs = pickle.loads(body)
-    try:
-        value = getattr(store, name)(*args, **kwargs)
-    except Exception as exc:
-        _send(sock, False, exc)
-    else:
-        _send(sock, True, value)
-
-
-def _answer(sock: socket.socket, store: Store) -> bool:
-    """Read one call from ``sock`` (blocking), run it on ``store``, send the answer; False
-    once the crawler at the other end is gone."""
-    try:
-        header = _recv_exact(sock, _HEADER.size)
-        body = None if header is None else _recv_exact(sock, _HEADER.unpack(header)[0])
-        if body is None:
-            return False
-        _run_call(sock, store, body)
-        return True
-    except (BrokenPipeError, ConnectionResetError):
-        return False
-
-
-def _answer_ready(sock: socket.socket, store: Store, buffer: bytearray) -> bool:
-    """Read what ``sock`` has (without waiting for more), answer every whole call in it;
-    False once the crawler at the other end is gone. A crawler paused half-way through a
-    call (SIGSTOP, a full pipe) leaves its part in ``buffer``: the others are served on."""
-    try:
-        data = sock.recv(1 << 20)
-    except BlockingIOError:
-        return True
-    except (ConnectionResetError, OSError):
-        return False
-    if not data:
-        return False
-    buffer += data
-    try:
-        while len(buffer) >= _HEADER.size:
-            end = _HEADER.size + _HEADER.unpack_from(buffer)[0]
-            if len(buffer) < end:
-                break
-            body = bytes(buffer[_HEADER.size : end])
-            del buffer[:end]
-            sock.setblocking(True)  # answers are sent whole
-            try:
-                _run_call(sock, store, body)
-            finally:
-                sock.setblocking(False)
-    except (BrokenPipeError, ConnectionResetError):
-        return False
-    return True
-
-
-def serve(socks: Sequence[socket.socket], url: str) -> None:
-    """Answer the crawlers at the other end of ``socks``, each with a store of its own
-    opened at ``url``, until every socket has closed. A crawler that goes away has its
-    store closed at once (its liveness lock with it); the others are served on."""
-    from crashsafe.store import open_store
-
-    stores: dict[socket.socket, Store] = {}
-    try:
-        for sock in socks:
-            try:
-                store = open_store(url, create=False)
-            except Exception as exc:
-                with contextlib.suppress(OSError):
-                    _send(sock, False, exc)
-                sock.close()
-                continue
-            try:
-                _send(sock, True, None)
-            except OSError:  # that crawler is gone already
-                store.close()
-                sock.close()
-                continue
-            stores[sock] = store
-        buffers = {sock: bytearray() for sock in stores}
-        with selectors.DefaultSelector() as ready:
-            for sock in stores:
-                sock.setblocking(False)
-                ready.register(sock, selectors.EVENT_READ, data=sock)
-            while stores:
-                if len(stores) == 1 and not any(buffers.values()):
-                    # No one to take turns with: block on the socket.
-                    [(sock, store)] = stores.items()
-                    sock.setblocking(True)
-                    while _answer(sock, store):
-                        pass
-                    finished = [sock]
-                else:
-                    readable = [key.data for key, _ in ready.select()]
-                    finished = [
-                        sock
-                        for sock in readable
-                        if not _answer_ready(sock, stores[sock], buffers[sock])
-                    ]
-                for sock in finished:
-                    buffers.pop(sock, None)
-                    ready.unregister(sock)
-                    stores.pop(sock).close()
-                    sock.close()
-    finally:
-        for store in stores.values():
-            store.close()
-
-
-if __name__ == "__main__":
-    for _sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(_sig, signal.SIG_IGN)
-    serve([socket.socket(fileno=int(sys.argv[1]))], sys.argv[2])
