@@ -215,12 +215,33 @@ class Classifier:
     def _backoff(self, attempt: int) -> float:
         return float(self.backoff_base * 2**attempt * random.uniform(0.5, 1.5))
 
-    async def __call__(self, items: list[Item]) -> BatchOutput:
-        usage: Usage = {}
-        messages: list[ChatCompletionMessageParam] = [
+    def messages(self, items: Sequence[Item]) -> list[ChatCompletionMessageParam]:
+        return [
             {"role": "system", "content": system_prompt(self.labels)},
             {"role": "user", "content": user_prompt(items)},
         ]
+
+    def request_body(
+        self, items: Sequence[Item], *, max_tokens: int | None = None
+    ) -> dict[str, Any]:
+        """The chat completion request for ``items``, as a provider's batch file holds it."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": self.messages(items),
+            "response_format": {"type": "json_object"},
+            "temperature": 0,
+        }
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        return body
+
+    def answers(self, text: str, items: Sequence[Item]) -> list[dict[str, str]]:
+        """The results of ``items`` from a reply's text; ValueError says what is wrong."""
+        return validate(text, items, self.labels)
+
+    async def __call__(self, items: list[Item]) -> BatchOutput:
+        usage: Usage = {}
+        messages = self.messages(items)
         problem = ""
         for _ in range(self.max_reasks + 1):
             text = await self._complete(messages, usage)

@@ -27,6 +27,8 @@ class BatchReport:
     failed_not_done: int = 0
     cost: float | None = None  # None: no cost recorded and no prices given
     cost_recorded: bool = False  # the cost is what the lines recorded (at their runs' prices)
+    cost_batch_api: float = 0.0  # of which paid through a Batch API, at its batch prices
+    items_batch_api: int = 0  # answers written by a run --via batch-api
 
     @property
     def duplicates(self) -> int:
@@ -43,6 +45,8 @@ class BatchReport:
             "usage": self.usage,
             "cost": None if self.cost is None else round(self.cost, 6),
             "cost_recorded": self.cost_recorded,
+            "cost_batch_api": round(self.cost_batch_api, 6),
+            "items_batch_api": self.items_batch_api,
             "labels": dict(self.labels.most_common()),
         }
 
@@ -79,6 +83,9 @@ def build_report(
             report.batches += 1
             add_usage(report.usage, line.get("usage") or {})
             costs.append(cost_of(line))
+            if line.get("via") == "batch-api":
+                report.cost_batch_api += costs[-1] or 0.0
+                report.items_batch_api += len(line["ids"])
             for item_id, result in zip(line["ids"], line["results"], strict=True):
                 report.written += 1
                 report.rows[item_id] = result

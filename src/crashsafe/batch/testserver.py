@@ -1,6 +1,7 @@
 """A local OpenAI-compatible chat endpoint for tests, the batch demo and the kill test.
 
-``POST /v1/chat/completions`` answers the classification prompt of ``prompt.py`` with
+``POST /v1/chat/completions`` (and each line of a batch: ``testserver_batches.py``)
+answers the classification prompt of ``prompt.py`` with
 deterministic labels (sentiment words decide, else a hash of the text), and usage figures
 computed from the text length. It can misbehave on purpose: latency, a 429 with
 ``Retry-After`` every Nth request, an invalid answer every Nth request, 500s. ``/stats``
@@ -34,6 +35,9 @@ class LLMServerOptions:
     retry_after: float = 0.2
     invalid_every: int = 0  # every Nth request answers with broken JSON
     error_every: int = 0  # every Nth request answers 500
+    batch_seconds: float = 0.3  # a batch's time from creation to completion (Batches API)
+    expire_every: int = 0  # every Nth batch expires half done
+    line_error_every: int = 0  # every Nth line of a batch answers 500
 
 
 def label_for(text: str, labels: list[str]) -> str:
@@ -55,12 +59,16 @@ class LLMServer:
         self.statuses: Counter[int] = Counter()
         self.billed: Counter[str] = Counter()
         self.tokens = Counter[str]()
+        from crashsafe.batch.testserver_batches import BatchesStandIn
+
+        self.batches = BatchesStandIn(self)
 
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self.completions)
         app.router.add_get("/stats", self.stats)
         app.router.add_post("/reset", self.reset)
+        self.batches.routes(app)
         return app
 
     async def reset(self, request: web.Request) -> web.Response:
@@ -68,29 +76,38 @@ class LLMServer:
         self.statuses.clear()
         self.billed.clear()
         self.tokens.clear()
+        self.batches.reset()
         return web.json_response(self.snapshot())
 
     async def completions(self, request: web.Request) -> web.Response:
         self.requests += 1
         number = self.requests  # this request's number, fixed before any await
+        body = await request.json()
+        if self.options.latency_ms:
+            await asyncio.sleep(self.options.latency_ms / 1000)
+        status, payload, headers = self.answer(body, number)
+        return web.json_response(payload, status=status, headers=headers)
+
+    def answer(
+        self, body: dict[str, Any], number: int
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """The answer to chat completion request number ``number`` (its status, its JSON,
+        its headers): the same for a synchronous call and a line of a batch file."""
 
         def every(n: int) -> bool:
             return n > 0 and number % n == 0
 
         o = self.options
-        body = await request.json()
-        if o.latency_ms:
-            await asyncio.sleep(o.latency_ms / 1000)
         if every(o.rate_limit_every):
             self.statuses[429] += 1
-            return web.json_response(
+            return (
+                429,
                 {"error": {"message": "rate limited", "type": "rate_limit"}},
-                status=429,
-                headers={"Retry-After": f"{o.retry_after:g}"},
+                {"Retry-After": f"{o.retry_after:g}"},
             )
         if every(o.error_every):
             self.statuses[500] += 1
-            return web.json_response({"error": {"message": "boom"}}, status=500)
+            return 500, {"error": {"message": "boom"}}, {}
         messages = body.get("messages", [])
         system = next((m["content"] for m in messages if m["role"] == "system"), "")
         user = next((m["content"] for m in messages if m["role"] == "user"), "")
@@ -105,7 +122,8 @@ class LLMServer:
         self.statuses[200] += 1
         self.billed.update(i for i, _ in items)
         self.tokens.update({"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens})
-        return web.json_response(
+        return (
+            200,
             {
                 "id": f"chatcmpl-{number}",
                 "object": "chat.completion",
@@ -123,7 +141,8 @@ class LLMServer:
                     "completion_tokens": completion_tokens,
                     "total_tokens": prompt_tokens + completion_tokens,
                 },
-            }
+            },
+            {},
         )
 
     def snapshot(self) -> dict[str, Any]:
@@ -134,6 +153,7 @@ class LLMServer:
             "distinct_items_billed": len(self.billed),
             "items_paid_twice": sum(n - 1 for n in self.billed.values()),
             "tokens": dict(self.tokens),
+            **self.batches.snapshot(),
         }
 
     async def stats(self, request: web.Request) -> web.Response:

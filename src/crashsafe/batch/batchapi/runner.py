@@ -1,0 +1,375 @@
+"""A classification job through a provider's Batch API, at its batch prices, with the
+checkpoint's guarantee: every item answered exactly once in the checkpoint, no chunk
+submitted twice, nothing paid twice, whatever line the run is killed at.
+
+The job is the synchronous one (``BatchRunner``: the same checkpoint, job line, plan,
+dead letter and summary); only how the planned requests are sent differs:
+
+1. requests (``--batch-size`` items each, the same prompt as a synchronous call) are cut
+   into chunks under the provider's limits, each written to the ledger (``ledger.py``)
+   before its file is uploaded, then its file id, then its batch id;
+2. the batches are polled, with a growing interval, saying how they stand;
+3. an ended batch's output and error files are read: each valid answer is appended to
+   the checkpoint (fsync'd, as a synchronous batch is), then the chunk is marked ended;
+   requests that failed, or that an expired or cancelled batch never ran, go into a new
+   chunk (up to ``--max-attempts`` in a run), then to the dead letter.
+
+A run killed at any point finds in the ledger how far each chunk got, asks the provider
+for what it does not know (a file by its name, a batch by its metadata), and goes on
+from there; requests of a chunk still running are never planned again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from crashsafe.batch.batchapi.ledger import Chunk, Ledger, ledger_path
+from crashsafe.batch.batchapi.openai_provider import BatchState, OpenAIBatches
+from crashsafe.batch.checkpoint import encode_line
+from crashsafe.batch.items import Inputs, Item
+from crashsafe.batch.runner import BatchRunner, BatchSettings, _now_iso, plural
+from crashsafe.batch.task import TaskCaller, Usage, add_usage
+
+if TYPE_CHECKING:
+    from crashsafe.batch.llm import Classifier
+
+KILL_AT = "CRASHSAFE_KILL_AT"  # tests: "step" or "step:n" SIGKILLs the run there
+
+
+def killpoint(step: str, _seen: dict[str, int] = {}) -> None:  # noqa: B006 (a counter)
+    """For the tests of each reconciliation point: when ``CRASHSAFE_KILL_AT`` names this
+    step (``step`` or ``step:n``, the n-th time), the process SIGKILLs itself here."""
+    wanted = os.environ.get(KILL_AT)
+    if not wanted:
+        return
+    name, _, nth = wanted.partition(":")
+    if name != step:
+        return
+    _seen[step] = _seen.get(step, 0) + 1
+    if _seen[step] >= int(nth or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchApiOptions:
+    """How a job uses the Batch API.
+
+    Attributes:
+        poll_seconds, poll_max: the first wait between two looks at the batches, and the
+            longest (it grows by half each time nothing changed).
+        chunk_requests, chunk_bytes: a chunk's limits (OpenAI: 50 000 requests, 200 MB).
+        discount: batch prices as a share of ``--price-in``/``--price-out`` (0.5: half).
+        output_tokens_per_item: ``max_tokens`` of a request is this per item, plus 20: the
+            worst case a spend cap is checked against.
+    """
+
+    poll_seconds: float = 30.0
+    poll_max: float = 300.0
+    chunk_requests: int = 50_000
+    chunk_bytes: int = 200 * 2**20
+    discount: float = 0.5
+    output_tokens_per_item: int = 40
+
+
+def custom_id(job_id: str, ids: Sequence[str]) -> str:
+    """A request's ``custom_id``: the job's id and a hash of its items' ids."""
+    return f"{job_id}-{hashlib.sha256(chr(10).join(ids).encode()).hexdigest()[:24]}"
+
+
+def batch_prices(settings: BatchSettings, discount: float) -> BatchSettings:
+    return replace(
+        settings, price_in=settings.price_in * discount, price_out=settings.price_out * discount
+    )
+
+
+class BatchApiRunner(BatchRunner):
+    def __init__(
+        self,
+        classifier: Classifier,
+        inputs: Inputs,
+        checkpoint_path: Path,
+        settings: BatchSettings,
+        options: BatchApiOptions,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            TaskCaller(classifier, threads=1), inputs, checkpoint_path,
+            batch_prices(settings, options.discount), job=classifier.job(), **kwargs,
+        )  # fmt: skip
+        self.classifier = classifier
+        self.options = options
+        self.provider = OpenAIBatches(
+            classifier.client, base_url=classifier.base_url, secrets=classifier._secrets
+        )
+        self.provider.say = self.echo
+        self._answered: set[str] = set()
+        self._by_id = {item.id: item for item in inputs.items}
+        self._run_id = f"r{int(time.time())}-{os.getpid()}"
+        self._told: dict[str, str] = {}  # what was said of each chunk
+
+    def _plan(self, done: dict[str, str | None]) -> list[list[Item]]:
+        self._answered = set(done)
+        return super()._plan(done)
+
+    # -- requests --------------------------------------------------------------------------
+    def _max_tokens(self, n: int) -> int:
+        return self.options.output_tokens_per_item * n + 20
+
+    def _request_line(self, job_id: str, items: list[Item]) -> bytes:
+        body = self.classifier.request_body(items, max_tokens=self._max_tokens(len(items)))
+        line = {"custom_id": custom_id(job_id, [i.id for i in items]), "method": "POST",
+                "url": "/v1/chat/completions", "body": body}  # fmt: skip
+        return orjson.dumps(line) + b"\n"
+
+    def _file_of(self, job_id: str, chunk: Chunk) -> bytes:
+        """The chunk's batch file, built again from its intent (the same bytes, for the
+        same input: a rebuild after a kill uploads what the first try would have)."""
+        lines = []
+        for group in chunk.groups:
+            items = [self._by_id[i] for i in group if i in self._by_id]
+            if items:
+                lines.append(self._request_line(job_id, items))
+        return b"".join(lines)
+
+    def _worst_cost(self, groups: Sequence[list[Item]]) -> tuple[int, int, float]:
+        """Input tokens (counted here, 4 characters a token, plus a half for safety),
+        output tokens at most (``max_tokens``), and what that costs at batch prices."""
+        chars = sum(len(json.dumps(self.classifier.messages(g))) for g in groups)
+        tokens_in = int(chars / 4 * 1.5) + 1
+        tokens_out = sum(self._max_tokens(len(g)) for g in groups)
+        cost = self.settings.cost({"prompt_tokens": tokens_in, "completion_tokens": tokens_out})
+        return tokens_in, tokens_out, cost
+
+    # -- the job ---------------------------------------------------------------------------
+    async def _schedule(self, batches: list[list[Item]]) -> None:
+        ledger = Ledger(ledger_path(self.path))
+        ledger.open()
+        try:
+            await self._run_chunks(ledger, batches)
+        finally:
+            ledger.close()
+
+    async def _run_chunks(self, ledger: Ledger, batches: list[list[Item]]) -> None:
+        s, o = self.settings, self.options
+        running = [c for c in ledger.chunks.values() if c.ended is None]
+        if s.max_spend_total is not None:  # what failed lines of earlier runs cost
+            self.summary.spent_before += sum(
+                s.cost(c.usage_failed) for c in ledger.chunks.values() if c.ended
+            )
+        at_provider = {i for c in running for i in c.ids}
+        todo = [item for batch in batches for item in batch if item.id not in at_provider]
+        size = s.batch_size
+        waiting = [(todo[i : i + size], 1) for i in range(0, len(todo), size)]
+        if running:
+            self.echo(f"batch-api: {plural(len(running), 'chunk')} from an earlier run "
+                      f"({plural(len(at_provider), 'item')}) picked up")  # fmt: skip
+        if waiting:
+            tokens_in, tokens_out, worst = self._worst_cost([g for g, _ in waiting])
+            priced = f"; at most {worst:.4f} at batch prices" if s.price_in or s.price_out else ""
+            self.echo(
+                f"batch-api: {plural(len(todo), 'item')} in "
+                f"{plural(len(waiting), 'request')}: about {tokens_in:,} input tokens "
+                f"(counted here), at most {tokens_out:,} output tokens{priced}"
+            )
+        for chunk in running:
+            await self._submit(ledger, chunk)
+        interval = o.poll_seconds
+        while not self._stopping:
+            while waiting and not self._stopping:
+                groups, attempt = self._cut(waiting)
+                if s.capped:
+                    worst = self._worst_cost(groups)[2]
+                    if self.summary.spent + self._reserved + worst > self._cap():
+                        self.summary.stopped_by = "spend cap"
+                        waiting.clear()
+                        break
+                    self._reserved += worst
+                chunk = Chunk(
+                    ledger.next_name(), [[i.id for i in g] for g in groups],
+                    [[self._hash(i) for i in g] for g in groups], attempt, time.time(),
+                    self._run_id,
+                )  # fmt: skip
+                ledger.add(chunk)
+                killpoint("intent")
+                await self._submit(ledger, chunk)
+                running.append(chunk)
+            if not running:
+                break
+            changed = False
+            for chunk in list(running):
+                assert chunk.batch_id is not None
+                state = await self.provider.state(chunk.batch_id)
+                killpoint("polled")
+                if state.ended:
+                    retry = await self._collect(ledger, chunk, state)
+                    waiting += retry
+                    running.remove(chunk)
+                    if s.capped:
+                        self._reserved = max(0.0, self._reserved - self._worst_cost(
+                            [[self._by_id[i] for i in g if i in self._by_id] for g in chunk.groups]
+                        )[2])  # fmt: skip
+                    changed = True
+                self._tell(chunk.name, state)
+            if not running or waiting:
+                interval = o.poll_seconds
+                continue
+            interval = o.poll_seconds if changed else min(o.poll_max, interval * 1.5)
+            await self._pause(interval)
+        if running:
+            self.echo(
+                f"batch-api: {plural(len(running), 'chunk')} still at the provider "
+                f"({plural(sum(len(c.ids) for c in running), 'item')}): run the same command "
+                "again to collect them (they are not submitted again)"
+            )
+
+    def _cut(self, waiting: list[tuple[list[Item], int]]) -> tuple[list[list[Item]], int]:
+        """The next chunk's requests from ``waiting``, of one attempt, under the limits."""
+        o = self.options
+        attempt = waiting[0][1]
+        groups: list[list[Item]] = []
+        size = 0
+        while waiting and waiting[0][1] == attempt and len(groups) < o.chunk_requests:
+            line = len(self._request_line("j" + "0" * 16, waiting[0][0]))
+            if groups and size + line > o.chunk_bytes:
+                break
+            groups.append(waiting.pop(0)[0])
+            size += line
+        return groups, attempt
+
+    async def _pause(self, seconds: float) -> None:
+        stop = asyncio.ensure_future(self._stop_asked.wait())
+        try:
+            await asyncio.wait({stop}, timeout=seconds)
+        finally:
+            stop.cancel()
+
+    def _tell(self, name: str, state: BatchState) -> None:
+        said = f"{state.status} {state.completed}/{state.total}"
+        if said != self._told.get(name):
+            self._told[name] = said
+            failed = f", {state.failed} failed" if state.failed else ""
+            self.echo(f"batch-api: chunk {name}: {state.status}, "
+                      f"{state.completed}/{state.total} requests done{failed}")  # fmt: skip
+
+    # -- one chunk -------------------------------------------------------------------------
+    async def _submit(self, ledger: Ledger, chunk: Chunk) -> None:
+        """Give ``chunk`` a file and a batch at the provider: found there if a run killed
+        before it wrote their ids made them, made otherwise; each id written at once."""
+        job = ledger.job_id
+        if chunk.file_id is None:
+            found = await self.provider.find_file(chunk.filename, chunk.at)
+            if found is None:
+                found = await self.provider.upload(chunk.filename, self._file_of(job, chunk))
+                killpoint("uploaded")
+            ledger.write({"chunk": chunk.name, "file": found})
+            chunk.file_id = found
+            killpoint("file")
+        if chunk.batch_id is None:
+            metadata = {"crashsafe_job": job, "crashsafe_chunk": chunk.name}
+            found = await self.provider.find_batch(metadata, chunk.at)
+            if found is None:
+                found = await self.provider.create(chunk.file_id, metadata)
+                killpoint("created")
+            ledger.write({"chunk": chunk.name, "batch": found})
+            chunk.batch_id = found
+            killpoint("batch")
+            self.echo(f"batch-api: chunk {chunk.name} submitted "
+                      f"({plural(len(chunk.groups), 'request')}, batch {found})")  # fmt: skip
+
+    async def _collect(
+        self, ledger: Ledger, chunk: Chunk, state: BatchState
+    ) -> list[tuple[list[Item], int]]:
+        """Append the answers of an ended chunk to the checkpoint; the requests to ask
+        again (or dead-letter); then mark the chunk ended."""
+        answers: dict[str, dict[str, Any]] = {}
+        for file_id in (state.output_file_id, state.error_file_id):
+            if file_id:
+                for raw in (await self.provider.content(file_id)).splitlines():
+                    try:
+                        line = orjson.loads(raw)
+                    except orjson.JSONDecodeError:
+                        continue
+                    if isinstance(line, dict) and isinstance(line.get("custom_id"), str):
+                        answers[line["custom_id"]] = line
+        retry: list[tuple[list[Item], int]] = []
+        failed_usage: Usage = {}
+        failed = 0
+        for ids, hashes in zip(chunk.groups, chunk.hashes, strict=True):
+            if all(i in self._answered for i in ids):
+                continue  # written before a kill: not again
+            items = [self._by_id[i] for i in ids if i in self._by_id]
+            if len(items) != len(ids):
+                continue  # no longer in the input
+            usage: Usage = {}
+            error, results = self._read_answer(answers.get(custom_id(ledger.job_id, ids)),
+                                               items, usage, state.status)  # fmt: skip
+            if results is not None:
+                await self._write_answer(chunk, ids, hashes, results, usage)
+                killpoint("answer")
+                continue
+            failed += 1
+            add_usage(failed_usage, usage)
+            self._account(usage)
+            if chunk.attempt < self.settings.max_attempts:
+                retry.append((items, chunk.attempt + 1))
+            else:
+                self._dead_letter(ids, error, chunk.attempt, usage)
+                self.summary.batches_failed += 1
+                self.echo(f"batch-api: request of {plural(len(ids), 'item')} FAILED after "
+                          f"{plural(chunk.attempt, 'attempt')}: {error}")  # fmt: skip
+        ledger.write({"chunk": chunk.name, "ended": state.status, "failed": failed,
+                      "usage_failed": failed_usage, "at": time.time()})  # fmt: skip
+        chunk.ended = state.status
+        if retry:
+            self.echo(f"batch-api: chunk {chunk.name} {state.status}: "
+                      f"{plural(len(retry), 'request')} to ask again")  # fmt: skip
+        return retry
+
+    def _read_answer(
+        self, line: dict[str, Any] | None, items: list[Item], usage: Usage, status: str
+    ) -> tuple[str, list[Any] | None]:
+        """(why it failed, None) or ("", the results) of one request's output line."""
+        if line is None:
+            return f"no answer in the {status} batch", None
+        response = line.get("response") or {}
+        if response.get("status_code") != 200:
+            error = line.get("error") or (response.get("body") or {}).get("error") or {}
+            code = response.get("status_code")
+            said = error.get("message") or error.get("code") or "failed"
+            return (f"HTTP {code}: {said}" if code else str(error.get("code") or said)), None
+        body = response.get("body") or {}
+        found = body.get("usage") or {}
+        tokens_in, tokens_out = found.get("prompt_tokens", 0), found.get("completion_tokens", 0)
+        add_usage(usage, {"prompt_tokens": tokens_in, "completion_tokens": tokens_out, "calls": 1})
+        try:
+            text = body["choices"][0]["message"]["content"] or ""
+            return "", self.classifier.answers(text, items)
+        except (KeyError, IndexError, TypeError):
+            return "an answer without a message", None
+        except ValueError as exc:
+            return f"invalid output: {exc}", None
+
+    async def _write_answer(self, chunk: Chunk, ids: list[str], hashes: list[str],
+                            results: list[Any], usage: Usage) -> None:  # fmt: skip
+        line = {"batch": chunk.name, "ids": ids, "hashes": hashes, "results": results,
+                "usage": usage, "attempts": chunk.attempt, "via": "batch-api",
+                "provider_batch": chunk.batch_id, "finished_at": _now_iso()}  # fmt: skip
+        if self.settings.price_in or self.settings.price_out:
+            line["cost"] = round(self.settings.cost(usage), 9)
+            line["priced"] = f"batch ({self.options.discount:.0%} of the given prices)"
+        await self._write(encode_line(line))
+        self._answered.update(ids)
+        self._account(usage)
+        self.summary.batches_ok += 1
+        self.summary.items_ok += len(ids)

@@ -1,0 +1,177 @@
+"""`batch classify --via batch-api` against the stand-in's Files and Batches endpoints,
+through the official openai client (#26): answers like a synchronous run's, at batch
+prices; a run SIGKILLed between any two steps of a chunk's life resumes without
+submitting a chunk twice or paying an item twice; expired batches and failed lines are
+asked again alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crashsafe.batch.checkpoint import dead_letter_path, scan
+from crashsafe.batch.testserver import LLMServerOptions, LLMServerThread
+from tests.helpers import CLI, cli_env
+
+LABELS = "positive,negative,neutral"
+TEXTS = ["I love it", "it broke, I want a refund", "it is a lamp"]
+
+
+def reviews(tmp_path: Path, n: int = 47) -> Path:
+    path = tmp_path / "reviews.jsonl"
+    with path.open("w") as out:
+        for i in range(n):
+            out.write(json.dumps({"id": f"r{i}", "text": f"{TEXTS[i % 3]} (#{i})"}) + "\n")
+    return path
+
+
+def classify(server: LLMServerThread, src: Path, cp: Path, *extra: str,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    cmd = [*CLI, "batch", "classify", str(src), "--labels", LABELS, "--checkpoint", str(cp),
+           "--base-url", server.base_url, "--model", "test", "--batch-size", "5",
+           "--price-in", "1", "--price-out", "2", "--no-progress", *extra]  # fmt: skip
+    environ = {**cli_env(), "OPENAI_API_KEY": "", **(env or {})}
+    return subprocess.run(cmd, env=environ, text=True, capture_output=True, timeout=120)
+
+
+BATCH_API = ["--via", "batch-api", "--poll-seconds", "0.05", "--chunk-requests", "3"]
+
+
+def answers(cp: Path) -> dict[str, Any]:
+    """id -> result, asserting every id is written exactly once."""
+    written = Counter(i for line in scan(cp).lines for i in line["ids"])
+    twice = {i: n for i, n in written.items() if n > 1}
+    assert not twice, f"answered more than once: {twice}"
+    return {
+        i: r for line in scan(cp).lines for i, r in zip(line["ids"], line["results"], strict=True)
+    }
+
+
+def test_batch_api_answers_as_a_sync_run_does_at_batch_prices(tmp_path: Path) -> None:
+    src = reviews(tmp_path)
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.2)) as server:
+        sync = classify(server, src, tmp_path / "sync.jsonl")
+        assert sync.returncode == 0, sync.stderr
+        server.server.requests = 0
+        via = classify(server, src, tmp_path / "api.jsonl", *BATCH_API)
+        assert via.returncode == 0, via.stderr
+        stats = server.server.snapshot()
+        again = classify(server, src, tmp_path / "api.jsonl", *BATCH_API)
+        assert again.returncode == 0, again.stderr
+        after = server.server.snapshot()
+    assert answers(tmp_path / "api.jsonl") == answers(tmp_path / "sync.jsonl")  # 47 labels
+    assert stats["batches_created"] == 4 and stats["chunks_submitted_twice"] == 0  # 10 requests
+    assert "at most" in via.stderr and "at batch prices" in via.stderr  # the estimate first
+    lines = scan(tmp_path / "api.jsonl").lines
+    assert all(line["via"] == "batch-api" and line["priced"].startswith("batch (50%")
+               for line in lines)  # fmt: skip
+    sync_lines = {tuple(line["ids"]): line for line in scan(tmp_path / "sync.jsonl").lines}
+    for line in lines:  # the same tokens, half the price
+        twin = sync_lines[tuple(line["ids"])]
+        assert line["usage"]["prompt_tokens"] == twin["usage"]["prompt_tokens"]
+        assert line["cost"] == pytest.approx(twin["cost"] / 2)
+    report = subprocess.run([*CLI, "batch", "report", str(tmp_path / "api.jsonl"), "--format",
+                             "json"], env=cli_env(), text=True, capture_output=True)  # fmt: skip
+    summary = json.loads(report.stdout)["summary"]
+    assert summary["items_batch_api"] == 47
+    assert summary["cost_batch_api"] == pytest.approx(summary["cost"])
+    # a rerun after completion asks the provider nothing
+    assert "0 to do" in again.stderr
+    assert (after["batches_created"], after["files_uploaded"], after["files_downloaded"]) == (
+        stats["batches_created"],
+        stats["files_uploaded"],
+        stats["files_downloaded"],
+    )
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        "intent",  # written down, nothing uploaded
+        "uploaded",  # uploaded, its id not written: found by its name
+        "file",  # file id written, no batch
+        "created",  # batch created, its id not written: found by its metadata
+        "batch",  # batch id written
+        "polled",  # while polling
+        "answer:2",  # half-way through appending a chunk's answers
+    ],
+)
+def test_a_run_killed_at_any_step_submits_nothing_twice(step: str, tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.2)) as server:
+        killed = classify(server, src, cp, *BATCH_API, env={"CRASHSAFE_KILL_AT": step})
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        done = classify(server, src, cp, *BATCH_API)
+        assert done.returncode == 0, done.stderr
+        stats = server.server.snapshot()
+    assert len(answers(cp)) == 47  # every item, each once
+    assert stats["chunks_submitted_twice"] == 0 and stats["items_paid_twice"] == 0
+    assert stats["batches_created"] == 4 and stats["files_uploaded"] == 4  # 10 requests, 3 a chunk
+    if step == "uploaded":
+        assert "picked up" in done.stderr
+
+
+def test_an_expired_batch_and_failed_lines_are_asked_again_alone(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    options = LLMServerOptions(batch_seconds=0.2, expire_every=2, line_error_every=4)
+    with LLMServerThread(options) as server:
+        done = classify(server, src, cp, *BATCH_API, "--max-attempts", "8")
+        assert done.returncode == 0, done.stderr
+        stats = server.server.snapshot()
+    assert len(answers(cp)) == 47
+    assert stats["items_paid_twice"] == 0 and stats["chunks_submitted_twice"] == 0
+    assert stats["batches_created"] > 4  # the remainders went out in chunks of their own
+    assert "expired" in done.stderr and "to ask again" in done.stderr
+
+
+def test_lines_that_keep_failing_go_to_the_dead_letter(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path, n=10), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1, line_error_every=1)) as server:
+        done = classify(server, src, cp, *BATCH_API, "--max-attempts", "2")
+    assert done.returncode == 4, done.stderr  # work left in the dead letter
+    dead = [json.loads(line) for line in dead_letter_path(cp).read_text().splitlines()]
+    assert sorted(i for line in dead for i in line["ids"]) == sorted(f"r{i}" for i in range(10))
+    assert all("HTTP 500" in line["error"] and line["attempts"] == 2 for line in dead)
+
+
+def test_a_spend_cap_is_checked_before_each_submission(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1)) as server:
+        capped = classify(server, src, cp, *BATCH_API, "--max-spend", "0.0015")
+        stats = server.server.snapshot()
+    assert capped.returncode == 3, capped.stderr  # the spend cap's exit status
+    assert 0 < stats["batches_created"] < 4
+    spent = sum(line["cost"] for line in scan(cp).lines)
+    assert spent <= 0.0015
+
+
+def test_interrupted_while_polling_leaves_the_batches_and_collects_them_later(
+    tmp_path: Path,
+) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=3.0)) as server:
+        cmd = [*CLI, "batch", "classify", str(src), "--labels", LABELS, "--checkpoint", str(cp),
+               "--base-url", server.base_url, "--model", "test", "--batch-size", "5",
+               "--no-progress", *BATCH_API]  # fmt: skip
+        env = {**cli_env(), "OPENAI_API_KEY": ""}
+        proc = subprocess.Popen(cmd, env=env, text=True, stderr=subprocess.PIPE)
+        from tests.helpers import reaped, wait_for
+
+        with reaped(proc):
+            wait_for(lambda: server.server.snapshot()["batches_created"] == 4, timeout=60)
+            os.kill(proc.pid, signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert "still at the provider" in err
+        done = classify(server, src, cp, *BATCH_API)
+        assert done.returncode == 0, done.stderr
+        stats = server.server.snapshot()
+    assert len(answers(cp)) == 47
+    assert stats["batches_created"] == 4 and stats["chunks_submitted_twice"] == 0
