@@ -415,7 +415,7 @@ def print_report(report: Any) -> None:
 @click.option("--batch-seconds", default=5.0, type=click.FloatRange(0), show_default=True,
               help="Batches API: a batch's time from creation to completion.")  # fmt: skip
 @click.option("--expire-every", default=0, type=click.IntRange(0),
-              help="Batches API: every Nth batch expires with half its requests answered.")  # fmt: skip
+              help="Batches API: every Nth batch expires, half answered.")  # fmt: skip
 @click.option("--line-error-every", default=0, type=click.IntRange(0),
               help="Batches API: every Nth request of a batch answers 500.")  # fmt: skip
 def llm_server_cmd(port: int, **options: Any) -> None:
