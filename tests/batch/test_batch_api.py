@@ -175,3 +175,40 @@ def test_interrupted_while_polling_leaves_the_batches_and_collects_them_later(
         stats = server.server.snapshot()
     assert len(answers(cp)) == 47
     assert stats["batches_created"] == 4 and stats["chunks_submitted_twice"] == 0
+
+
+def test_via_auto_asks_a_small_job_synchronously_at_full_price(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1)) as server:
+        done = classify(server, src, cp, "--via", "auto", "--poll-seconds", "0.05")
+        stats = server.server.snapshot()
+    assert done.returncode == 0, done.stderr
+    assert stats["batches_created"] == 0 and stats["requests"] == 10  # 47 items < 100
+    assert len(answers(cp)) == 47
+    assert all("via" not in line for line in scan(cp).lines)  # full price: sync lines
+    assert "fewer than --finish-sync-below 100" in done.stderr
+
+
+def test_failed_lines_are_finished_synchronously_below_the_threshold(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1, line_error_every=4)) as server:
+        done = classify(server, src, cp, *BATCH_API, "--finish-sync-below", "20")
+        stats = server.server.snapshot()
+    assert done.returncode == 0, done.stderr
+    assert stats["batches_created"] == 4  # the failed lines went out synchronously instead
+    assert stats["items_paid_twice"] == 0 and stats["chunks_submitted_twice"] == 0
+    lines = scan(cp).lines
+    assert len(answers(cp)) == 47
+    sync = [line for line in lines if "via" not in line]
+    assert sync and sum(len(line["ids"]) for line in sync) < 20  # the failed lines' items
+    for line in lines:  # --price-in 1 --price-out 2; batch lines at half of that
+        usage, share = line["usage"], 0.5 if "via" in line else 1.0
+        full = (usage["prompt_tokens"] * 1 + usage["completion_tokens"] * 2) / 1e6
+        assert line["cost"] == pytest.approx(full * share)
+
+
+def test_finish_sync_below_needs_the_batch_api(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path, n=3), tmp_path / "out.jsonl"
+    with LLMServerThread() as server:
+        done = classify(server, src, cp, "--finish-sync-below", "5")
+    assert done.returncode != 0 and "only with --via batch-api or --via auto" in done.stderr

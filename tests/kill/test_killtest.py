@@ -9,6 +9,12 @@ from pathlib import Path
 import pytest
 
 from crashsafe.killtest import KillTestOptions, KillTestResult
+from crashsafe.killtest.batch_api_mode import (
+    STEPS,
+    SUBMISSION,
+    BatchApiKillOptions,
+    kill_schedule,
+)
 from crashsafe.killtest.runner import (
     Calibration,
     Outcome,
@@ -155,9 +161,38 @@ def test_a_batch_killtest_where_no_kill_landed_says_not_tested(tmp_path: Path) -
     assert (data["tested"], data["holds"]) == (False, False)
 
 
+@pytest.mark.slow
+def test_batch_api_killtest_kills_at_every_step_and_never_submits_twice(tmp_path: Path) -> None:
+    out = tmp_path / "ka.json"
+    result = run_cli("killtest", "--mode", "batch-api", "--runs", "1", "--kills", "8",
+                     "--json", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "crashsafe: holds" in result.stdout
+    [run] = figures(out)["runs"]
+    safe, naive = run["crashsafe"], run["naive"]
+    assert (safe["rows"], safe["distinct"], safe["wrong"], safe["missing"]) == (200, 200, 0, 0)
+    assert {k.partition(":")[0] for k in safe["kills"]} == set(STEPS)  # each step, landed
+    assert safe["batches_created"] == 10  # one per chunk, whatever the kills
+    assert (safe["items_submitted_twice"], safe["items_paid_twice"]) == (0, 0)
+    assert safe["items_billed"] == 200
+    assert naive["kills"] and naive["items_submitted_twice"] > 0  # the peer submits again
+    assert naive["items_paid_twice"] > 0
+
+
+def test_batch_api_kill_schedule_has_every_step_submissions_first() -> None:
+    for run in range(5):
+        points = kill_schedule(BatchApiKillOptions(kills=8), run)
+        steps = [p.partition(":")[0] for p in points]
+        assert set(steps) == set(STEPS)
+        assert set(steps[: len(SUBMISSION)]) == set(SUBMISSION)
+    assert kill_schedule(BatchApiKillOptions(kills=8, seed=1), 0) != points
+
+
 def test_batch_mode_refuses_crawl_options() -> None:
     result = run_cli("killtest", "--mode", "batch", "--workers", "2")
     assert result.returncode == 1 and "crawl kill test only" in result.stderr
+    result = run_cli("killtest", "--mode", "batch-api", "--signal", "INT")
+    assert result.returncode == 1 and "not with --mode batch-api" in result.stderr
 
 
 @pytest.mark.slow

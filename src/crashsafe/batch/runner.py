@@ -282,7 +282,7 @@ class BatchRunner:
 
     def _account(self, usage: Usage) -> None:
         add_usage(self.summary.usage, usage)
-        self.summary.spent = self.settings.cost(self.summary.usage)
+        self.summary.spent += self.settings.cost(usage)  # a sum: prices may differ by line
         self._batch_cost = max(self._batch_cost, self.settings.cost(usage))
 
     # -- the job ---------------------------------------------------------------------------

@@ -146,6 +146,7 @@ class LLMServer:
         )
 
     def snapshot(self) -> dict[str, Any]:
+        self.batches.settle()  # batches run unwatched, as a provider's do: bill them first
         return {
             "requests": self.requests,
             "statuses": {str(k): v for k, v in self.statuses.items()},

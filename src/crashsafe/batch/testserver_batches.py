@@ -13,8 +13,11 @@ as a synchronous call would be (so labels, usage and billing are the same), into
 output file (status 200) and an error file (any other status). Knobs: every
 ``expire_every``-th batch expires with only the first half of its lines answered (the
 rest are ``batch_expired`` errors); every ``line_error_every``-th line answers 500.
-``/stats`` adds ``batches_created`` and ``chunks_submitted_twice``: batches whose
-metadata names a (``crashsafe_job``, ``crashsafe_chunk``) that an earlier batch named.
+``/stats`` adds ``batches_created``, ``chunks_submitted_twice`` (batches whose metadata
+names a (``crashsafe_job``, ``crashsafe_chunk``) that an earlier batch named) and
+``items_submitted_twice`` (items in the requests of more than one batch, whoever made
+them). Batches run whether or not anyone looks, as a provider's do: ``/stats`` moves every
+batch on first, so a batch whose submitter was killed is billed when it ends.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+
+from crashsafe.batch.prompt import parse_items
 
 if TYPE_CHECKING:
     from crashsafe.batch.testserver import LLMServer
@@ -85,6 +90,7 @@ class BatchesStandIn:
         self.files: dict[str, _File] = {}
         self.batches: dict[str, _Batch] = {}
         self.chunks: Counter[tuple[str, str]] = Counter()
+        self.submitted: Counter[str] = Counter()  # item id -> batches whose requests hold it
         self.lines_answered = 0
         self.uploads = 0  # batch files uploaded
         self.downloads = 0  # output and error files read
@@ -103,13 +109,21 @@ class BatchesStandIn:
         self.files.clear()
         self.batches.clear()
         self.chunks.clear()
+        self.submitted.clear()
         self.lines_answered = 0
         self.uploads = self.downloads = 0
+
+    def settle(self) -> None:
+        """Move every batch on as far as time takes it (before counting)."""
+        for batch in self.batches.values():
+            self._advance(batch)
 
     def snapshot(self) -> dict[str, Any]:
         return {
             "batches_created": len(self.batches),
+            "batches_running": sum(1 for b in self.batches.values() if b.ended is None),
             "chunks_submitted_twice": sum(n - 1 for n in self.chunks.values()),
+            "items_submitted_twice": sum(n - 1 for n in self.submitted.values()),
             "batch_lines_answered": self.lines_answered,
             "files_uploaded": self.uploads,
             "files_downloaded": self.downloads,
@@ -164,6 +178,7 @@ class BatchesStandIn:
         job = metadata.get("crashsafe_job")
         if job:
             self.chunks[(job, metadata.get("crashsafe_chunk", ""))] += 1
+        self.submitted.update(_items_of(source.data))
         return web.json_response(batch.json())
 
     async def retrieve(self, request: web.Request) -> web.Response:
@@ -246,6 +261,19 @@ class BatchesStandIn:
     def _file_of(self, filename: str, lines: list[dict[str, Any]]) -> str:
         data = "".join(json.dumps(line) + "\n" for line in lines).encode()
         return self._new_file(filename, "batch_output", data).id
+
+
+def _items_of(data: bytes) -> set[str]:
+    """The ids of the items a batch file's requests classify."""
+    found: set[str] = set()
+    for raw in data.splitlines():
+        try:
+            messages = json.loads(raw)["body"]["messages"]
+            user = next(m["content"] for m in messages if m["role"] == "user")
+        except (ValueError, KeyError, TypeError, StopIteration):
+            continue
+        found.update(i for i, _ in parse_items(user))
+    return found
 
 
 def _page(rows: list[dict[str, Any]], request: web.Request) -> web.Response:

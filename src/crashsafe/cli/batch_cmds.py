@@ -245,11 +245,17 @@ def llm_env(base_url: str | None, model: str | None) -> tuple[str, str, str]:
     help="The same for the whole job: what earlier runs spent (kept in the checkpoint) "
     "counts too, so a crash loop cannot reset it.",
 )
-@click.option("--via", type=click.Choice(["sync", "batch-api"]), default="sync",
+@click.option("--via", type=click.Choice(["sync", "batch-api", "auto"]), default="sync",
               show_default=True,
               help="batch-api: through the provider's Batch API, at its batch prices "
               "(OpenAI: half), answers within 24 h; a killed run resumes without "
-              "submitting twice.")  # fmt: skip
+              "submitting twice. auto: the same, but fewer than --finish-sync-below "
+              "items left are asked synchronously.")  # fmt: skip
+@click.option("--finish-sync-below", type=click.IntRange(0), metavar="N",
+              help="With the Batch API: once fewer than N items are left to ask and no "
+              "batch runs (a small job, failed lines, an expired batch's leftovers), ask "
+              "them synchronously at full price (default: 100 with --via auto, else 0)."
+              )  # fmt: skip
 @click.option("--provider", type=click.Choice(["openai", "anthropic"]), default="openai",
               show_default=True, help="Whose Batch API (with --via batch-api).")  # fmt: skip
 @click.option("--poll-seconds", type=click.FloatRange(min=0.01), default=30.0,
@@ -265,6 +271,7 @@ def classify_cmd(
     model: str | None,
     via: str,
     provider: str,
+    finish_sync_below: int | None,
     poll_seconds: float,
     chunk_requests: int,
     batch_discount: float,
@@ -287,7 +294,9 @@ def classify_cmd(
     url, chosen, key = llm_env(base_url, model)
     classifier = Classifier(labels=names, base_url=url, model=chosen, api_key=key)
     batch_api = None
-    if via == "batch-api":
+    if via == "sync" and finish_sync_below is not None:
+        raise ConfigError("--finish-sync-below: only with --via batch-api or --via auto")
+    if via != "sync":
         if provider == "anthropic":
             raise ConfigError(
                 "--provider anthropic: not built yet (Message Batches come next); use "
@@ -295,9 +304,12 @@ def classify_cmd(
             )
         from crashsafe.batch.batchapi.runner import BatchApiOptions
 
+        if finish_sync_below is None:
+            finish_sync_below = 100 if via == "auto" else 0
         batch_api = BatchApiOptions(
-            poll_seconds=poll_seconds, chunk_requests=chunk_requests, discount=batch_discount
-        )
+            poll_seconds=poll_seconds, chunk_requests=chunk_requests, discount=batch_discount,
+            finish_sync_below=finish_sync_below,
+        )  # fmt: skip
     run_job(classifier, job=classifier.job(), batch_api=batch_api, **opts)
 
 

@@ -23,10 +23,11 @@ def parse_window(text: str) -> tuple[float, float]:
 @click.command()
 @click.option(
     "--mode",
-    type=click.Choice(["crawl", "batch"]),
+    type=click.Choice(["crawl", "batch", "batch-api"]),
     default="crawl",
     show_default=True,
-    help="batch: kill an LLM classification job instead of a crawl.",
+    help="batch: kill an LLM classification job instead of a crawl; batch-api: the same "
+    "job through a provider's Batch API (the local stand-in), at each step of a chunk's life.",
 )
 @click.option("--runs", default=5, show_default=True, type=click.IntRange(1))
 @click.option("--kills", default=10, show_default=True, type=click.IntRange(0))
@@ -139,7 +140,7 @@ def killtest(
 
         if importlib.util.find_spec("scrapy") is None:
             raise ConfigError("--scraper scrapy needs Scrapy: pip install 'crashsafe[scrapy]'")
-    if mode == "batch":
+    if mode in ("batch", "batch-api"):
         crawl_only = {
             "--workers": workers != 1, "--lease-ahead": lease_ahead != 0,
             "--tracking": tracking, "--dup-links": dup_links,
@@ -150,7 +151,13 @@ def killtest(
         }  # fmt: skip
         given = [name for name, used in crawl_only.items() if used]
         if given:
-            raise ConfigError(f"{', '.join(given)}: crawl kill test only (drop --mode batch)")
+            raise ConfigError(f"{', '.join(given)}: crawl kill test only (drop --mode {mode})")
+        if mode == "batch-api":
+            if sig_name != "KILL" or kill_window != "0.2:1.0" or latency_ms is not None:
+                raise ConfigError("--signal, --kill-window, --latency-ms: not with --mode "
+                                  "batch-api (it kills with SIGKILL at each step)")  # fmt: skip
+            batch_api_killtest(runs, kills, seed, json_path, keep)
+            return
         batch_killtest(runs, kills, kill_window, seed, concurrency, sig_name, latency_ms,
                        json_path, keep)  # fmt: skip
         return
@@ -241,5 +248,24 @@ def batch_killtest(
     print_batch_report(options, results)
     if json_path:
         Path(json_path).write_text(json.dumps(batch_json(options, calibration, results), indent=2))
+        click.echo(f"figures written to {json_path}", err=True)
+    sys.exit(0 if holds(options, results) else 1)
+
+
+def batch_api_killtest(
+    runs: int, kills: int, seed: int, json_path: str | None, keep: str | None
+) -> None:
+    from crashsafe.killtest.batch_api_mode import BatchApiKillOptions, run_batch_api_killtest
+    from crashsafe.killtest.batch_api_report import batch_api_json, holds, print_batch_api_report
+
+    options = BatchApiKillOptions(runs=runs, kills=kills, seed=seed)
+    results = run_batch_api_killtest(
+        options,
+        workdir=Path(keep) if keep else None,
+        on_progress=lambda line: click.echo(line, err=True),
+    )
+    print_batch_api_report(options, results)
+    if json_path:
+        Path(json_path).write_text(json.dumps(batch_api_json(options, results), indent=2))
         click.echo(f"figures written to {json_path}", err=True)
     sys.exit(0 if holds(options, results) else 1)

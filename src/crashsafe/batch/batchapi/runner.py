@@ -72,6 +72,8 @@ class BatchApiOptions:
         discount: batch prices as a share of ``--price-in``/``--price-out`` (0.5: half).
         output_tokens_per_item: ``max_tokens`` of a request is this per item, plus 20: the
             worst case a spend cap is checked against.
+        finish_sync_below: once fewer items than this are left to ask and no batch runs,
+            they are asked synchronously, at full price (``--via auto``: 100).
     """
 
     poll_seconds: float = 30.0
@@ -80,6 +82,7 @@ class BatchApiOptions:
     chunk_bytes: int = 200 * 2**20
     discount: float = 0.5
     output_tokens_per_item: int = 40
+    finish_sync_below: int = 0
 
 
 def custom_id(job_id: str, ids: Sequence[str]) -> str:
@@ -109,6 +112,7 @@ class BatchApiRunner(BatchRunner):
         )  # fmt: skip
         self.classifier = classifier
         self.options = options
+        self._full_prices = settings
         self.provider = OpenAIBatches(
             classifier.client, base_url=classifier.base_url, secrets=classifier._secrets
         )
@@ -186,7 +190,12 @@ class BatchApiRunner(BatchRunner):
             await self._submit(ledger, chunk)
         interval = o.poll_seconds
         while not self._stopping:
-            while waiting and not self._stopping:
+            left = sum(len(g) for g, _ in waiting)
+            if waiting and left < o.finish_sync_below and not running:
+                await self._finish_sync([g for g, _ in waiting])  # the end: synchronously
+                waiting.clear()
+                break
+            while waiting and not self._stopping and left >= o.finish_sync_below:
                 groups, attempt = self._cut(waiting)
                 if s.capped:
                     worst = self._worst_cost(groups)[2]
@@ -221,7 +230,7 @@ class BatchApiRunner(BatchRunner):
                         )[2])  # fmt: skip
                     changed = True
                 self._tell(chunk.name, state)
-            if not running or waiting:
+            if not running or (changed and waiting):  # new work: submit it (or finish) now
                 interval = o.poll_seconds
                 continue
             interval = o.poll_seconds if changed else min(o.poll_max, interval * 1.5)
@@ -232,6 +241,17 @@ class BatchApiRunner(BatchRunner):
                 f"({plural(sum(len(c.ids) for c in running), 'item')}): run the same command "
                 "again to collect them (they are not submitted again)"
             )
+
+    async def _finish_sync(self, groups: list[list[Item]]) -> None:
+        """Ask ``groups`` as a synchronous run would (its retries, at full price)."""
+        self.echo(f"batch-api: {plural(sum(map(len, groups)), 'item')} left, fewer than "
+                  f"--finish-sync-below {self.options.finish_sync_below}: asked "
+                  "synchronously, at full price")  # fmt: skip
+        batch_prices_, self.settings = self.settings, self._full_prices
+        try:
+            await BatchRunner._schedule(self, groups)
+        finally:
+            self.settings = batch_prices_
 
     def _cut(self, waiting: list[tuple[list[Item], int]]) -> tuple[list[list[Item]], int]:
         """The next chunk's requests from ``waiting``, of one attempt, under the limits."""
