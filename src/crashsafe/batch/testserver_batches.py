@@ -70,6 +70,7 @@ class _Batch:
         default_factory=lambda: {"total": 0, "completed": 0, "failed": 0}
     )
     times: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, Any] | None = None  # why a failed batch failed
 
     def json(self) -> dict[str, Any]:
         return {
@@ -78,7 +79,7 @@ class _Batch:
             "status": self.status, "created_at": self.created_at,
             "expires_at": self.created_at + 86400, "metadata": self.metadata,
             "output_file_id": self.output_file_id, "error_file_id": self.error_file_id,
-            "request_counts": dict(self.counts), "errors": None, **self.times,
+            "request_counts": dict(self.counts), "errors": self.errors, **self.times,
         }  # fmt: skip
 
 

@@ -2,12 +2,15 @@
 asked, and what the provider answered, written as soon as it answers.
 
 ``results.jsonl`` -> ``results.batches.jsonl``, beside the checkpoint, append-only and
-fsync'd like it (and under its lock: one run at a time). Lines:
+fsync'd like it, and locked while a run has it open (one run at a time, even for two
+checkpoints that map to one ledger). Lines:
 
-- ``{"job_id": "j..."}``: first, once. The job's id at the provider (every request's
-  ``custom_id`` and every batch's metadata carry it), random, kept for good;
-- ``{"chunk": "c000001", "intent": {"groups": [[ids]], "hashes": [[...]], "attempt": 1},
-  "at": <unix time>}``: before the chunk's file is uploaded;
+- ``{"job_id": "j...", "job": {...}}``: first. The job's id at the provider (every
+  request's ``custom_id``, every file's name and every batch's metadata carry it), random,
+  kept for good; and what the job asks (task, labels, model), written again when a run
+  accepts a change (``--accept-changed``);
+- ``{"chunk": "c000001", "intent": {"job": "j...", "groups": [[ids]], "hashes": [[...]],
+  "attempt": 1}, "at": <unix time>}``: before the chunk's file is uploaded;
 - ``{"chunk": ..., "file": "file-..."}``: once the upload answered;
 - ``{"chunk": ..., "batch": "batch_..."}``: once the batch was created;
 - ``{"chunk": ..., "ended": "completed|expired|cancelled|failed", "failed": N,
@@ -20,12 +23,13 @@ anything again: a chunk that has a batch never gets a second one.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -49,6 +53,7 @@ class Chunk:
     attempt: int
     at: float
     run: str = ""
+    job_id: str = ""
     file_id: str | None = None
     batch_id: str | None = None
     ended: str | None = None
@@ -56,7 +61,9 @@ class Chunk:
 
     @property
     def filename(self) -> str:
-        return f"{self.name}.jsonl"
+        """Its batch file's name at the provider: the job's and the chunk's (a file is
+        found again by it, so two jobs must never share one)."""
+        return f"{self.job_id}-{self.name}.jsonl"
 
     @property
     def ids(self) -> list[str]:
@@ -69,25 +76,55 @@ class Ledger:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.job_id = ""
+        self.job: dict[str, Any] | None = None  # what its chunks were asked with
         self.chunks: dict[str, Chunk] = {}
         self.corrupt = 0
+        self.lost: set[str] = set()  # chunks seen without their intent (a damaged line)
+        self._top = 0  # the highest chunk number seen, in any line
         self._fd: int | None = None
 
     def open(self) -> None:
-        self._fd = open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, follow=False)
+        self._fd = open_private(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, follow=False)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.close()
+            raise StoreError(
+                f"{self.path} is in use by another run (another checkpoint's run shares this "
+                "ledger): wait for it to end, or give this run a checkpoint of its own name"
+            ) from None
         data = self.path.read_bytes()
         keep = data.rfind(b"\n") + 1
         if keep < len(data):  # a torn last line: its step was never done
             os.ftruncate(self._fd, keep)
             os.fsync(self._fd)
+        found_ids: set[str] = set()
         for raw in data[:keep].split(b"\n"):
             if raw.strip():
-                self._read(raw)
+                self._read(raw, found_ids)
+        if not self.job_id and found_ids:  # the job line was damaged: the intents say it
+            if len(found_ids) > 1:
+                raise StoreError(f"{self.path}: its job line is damaged and its chunks name "
+                                 f"{len(found_ids)} jobs; move it aside to start anew")  # fmt: skip
+            [self.job_id] = found_ids
+        if not self.job_id and (self.chunks or self.lost):
+            raise StoreError(
+                f"{self.path}: its job line is damaged, so the batches of its "
+                f"{len(self.chunks) + len(self.lost)} chunks cannot be told apart from other "
+                "jobs' at the provider; move it aside to start anew (the answers already in "
+                "the checkpoint are kept; what the chunks still running would answer is asked "
+                "again)"
+            )
+        self.lost -= set(self.chunks)
         if not self.job_id:
             self.job_id = "j" + secrets.token_hex(8)
-            self.write({"job_id": self.job_id, "at": time.time()})
 
-    def _read(self, raw: bytes) -> None:
+    def set_job(self, job: dict[str, Any] | None) -> None:
+        """Write what the job asks (first, or after an accepted change)."""
+        self.write({"job_id": self.job_id, "job": job, "at": time.time()})
+        self.job = job
+
+    def _read(self, raw: bytes, found_ids: set[str]) -> None:
         try:
             line = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -96,23 +133,31 @@ class Ledger:
         if not isinstance(line, dict):
             self.corrupt += 1
             return
-        if isinstance(line.get("job_id"), str) and not self.job_id:
-            self.job_id = line["job_id"]
+        if isinstance(line.get("job_id"), str) and "chunk" not in line:
+            self.job_id = self.job_id or line["job_id"]
+            job = line.get("job")
+            self.job = job if isinstance(job, dict) else self.job
             return
         name = line.get("chunk")
         if not isinstance(name, str):
             self.corrupt += 1
             return
+        if name[1:].isdigit():
+            self._top = max(self._top, int(name[1:]))
         intent = line.get("intent")
         if isinstance(intent, dict):
-            self.chunks[name] = Chunk(
-                name, intent["groups"], intent["hashes"], int(intent.get("attempt", 1)),
-                float(line.get("at", 0)), str(intent.get("run", "")),
-            )  # fmt: skip
+            chunk = _chunk_of(name, intent, line.get("at"))
+            if chunk is None:
+                self.corrupt += 1
+                self.lost.add(name)
+                return
+            if chunk.job_id:
+                found_ids.add(chunk.job_id)
+            self.chunks[name] = chunk
             return
         chunk = self.chunks.get(name)
         if chunk is None:
-            self.corrupt += 1
+            self.lost.add(name)  # its intent line is damaged: what it asked is unknown
             return
         if isinstance(line.get("file"), str):
             chunk.file_id = line["file"]
@@ -124,7 +169,9 @@ class Ledger:
             chunk.usage_failed = usage if isinstance(usage, dict) else {}
 
     def next_name(self) -> str:
-        return f"c{len(self.chunks) + 1:06d}"
+        """A name no chunk of this ledger had, even one whose lines are damaged."""
+        self._top += 1
+        return f"c{self._top:06d}"
 
     def write(self, line: dict[str, Any]) -> None:
         """Append ``line`` durably (one write, fsync) before going on."""
@@ -139,8 +186,9 @@ class Ledger:
             raise StoreError(f"cannot append to {self.path}: {exc.strerror or exc}") from None
 
     def add(self, chunk: Chunk) -> None:
-        intent = {"groups": chunk.groups, "hashes": chunk.hashes, "attempt": chunk.attempt,
-                  "run": chunk.run}  # fmt: skip
+        chunk.job_id = self.job_id
+        intent = {"job": self.job_id, "groups": chunk.groups, "hashes": chunk.hashes,
+                  "attempt": chunk.attempt, "run": chunk.run}  # fmt: skip
         self.write({"chunk": chunk.name, "intent": intent, "at": chunk.at})
         self.chunks[chunk.name] = chunk
 
@@ -148,3 +196,24 @@ class Ledger:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _chunk_of(name: str, intent: dict[str, Any], at: Any) -> Chunk | None:
+    """The chunk an intent line describes, or None if the line is not one we wrote."""
+    groups, hashes = intent.get("groups"), intent.get("hashes")
+    if not (_nested_strings(groups) and _nested_strings(hashes)):
+        return None
+    if [len(g) for g in groups] != [len(h) for h in hashes] or not groups:
+        return None
+    attempt = intent.get("attempt", 1)
+    return Chunk(
+        name, groups, hashes, attempt if isinstance(attempt, int) and attempt > 0 else 1,
+        float(at) if isinstance(at, int | float) else 0.0, str(intent.get("run", "")),
+        str(intent.get("job", "")),
+    )  # fmt: skip
+
+
+def _nested_strings(value: Any) -> TypeGuard[list[list[str]]]:
+    return isinstance(value, list) and all(
+        isinstance(g, list) and all(isinstance(i, str) for i in g) for g in value
+    )

@@ -18,7 +18,7 @@ from crashsafe.batch.llm import REFUSES_EVERYTHING, redact
 from crashsafe.errors import EndpointError
 
 T = TypeVar("T")
-ENDED = frozenset({"completed", "expired", "cancelled", "failed"})
+ENDED = frozenset({"completed", "expired", "cancelled", "failed", "gone"})
 SLACK = 600.0  # seconds: a file or batch made before its intent was written, by clock skew
 
 
@@ -30,6 +30,13 @@ class BatchState:
     completed: int
     failed: int
     total: int
+    errors: str = ""  # why the provider failed the batch, as it says
+
+    @classmethod
+    def gone(cls, batch_id: str) -> BatchState:
+        """A batch the provider no longer knows (404: deleted, another project's key, a
+        stand-in restarted): nothing of it will ever come back."""
+        return cls("gone", None, None, 0, 0, 0, f"batch {batch_id} is not found at the provider")
 
     @property
     def ended(self) -> bool:
@@ -48,11 +55,17 @@ class OpenAIBatches:
         self.backoff = backoff
         self.say: Callable[[str], None] = lambda line: None
 
-    async def _call(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+    async def _call(
+        self, what: str, call: Callable[[], Awaitable[T]], *, may_be_gone: bool = False
+    ) -> T:
+        """``call()``, retried; ``may_be_gone``: a 404 is raised as NotFoundError for the
+        caller to say what it means (elsewhere a 404 is a wrong base URL)."""
         for attempt in range(self.tries):
             try:
                 return await call()
             except openai.APIStatusError as exc:
+                if may_be_gone and isinstance(exc, openai.NotFoundError):
+                    raise
                 message = redact(f"HTTP {exc.status_code}: {exc.message}", self._secrets)
                 if exc.status_code in REFUSES_EVERYTHING:
                     hint = REFUSES_EVERYTHING[exc.status_code]
@@ -88,8 +101,14 @@ class OpenAIBatches:
 
         return await self._call("list files", look)
 
-    async def content(self, file_id: str) -> bytes:
-        answer = await self._call("download", lambda: self.client.files.content(file_id))
+    async def content(self, file_id: str) -> bytes | None:
+        """A file's bytes; None if the provider no longer has it."""
+        try:
+            answer = await self._call(
+                "download", lambda: self.client.files.content(file_id), may_be_gone=True
+            )
+        except openai.NotFoundError:
+            return None
         return bytes(answer.content)
 
     # -- batches ---------------------------------------------------------------------------
@@ -121,10 +140,17 @@ class OpenAIBatches:
         return await self._call("list batches", look)
 
     async def state(self, batch_id: str) -> BatchState:
-        found: Any = await self._call("poll", lambda: self.client.batches.retrieve(batch_id))
+        try:
+            found: Any = await self._call(
+                "poll", lambda: self.client.batches.retrieve(batch_id), may_be_gone=True
+            )
+        except openai.NotFoundError:
+            return BatchState.gone(batch_id)
         counts = found.request_counts
+        errors = getattr(found.errors, "data", None) or []
+        said = "; ".join(str(e.message or e.code) for e in errors[:3])
         return BatchState(
             str(found.status), found.output_file_id, found.error_file_id,
             counts.completed if counts else 0, counts.failed if counts else 0,
-            counts.total if counts else 0,
+            counts.total if counts else 0, said,
         )  # fmt: skip

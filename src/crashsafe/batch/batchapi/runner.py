@@ -38,8 +38,9 @@ from crashsafe.batch.batchapi.ledger import Chunk, Ledger, ledger_path
 from crashsafe.batch.batchapi.openai_provider import BatchState, OpenAIBatches
 from crashsafe.batch.checkpoint import encode_line
 from crashsafe.batch.items import Inputs, Item
-from crashsafe.batch.runner import BatchRunner, BatchSettings, _now_iso, plural
+from crashsafe.batch.runner import BatchRunner, BatchSettings, _now_iso, job_changes, plural
 from crashsafe.batch.task import TaskCaller, Usage, add_usage
+from crashsafe.errors import ConfigError
 
 if TYPE_CHECKING:
     from crashsafe.batch.llm import Classifier
@@ -90,6 +91,11 @@ def custom_id(job_id: str, ids: Sequence[str]) -> str:
     return f"{job_id}-{hashlib.sha256(chr(10).join(ids).encode()).hexdigest()[:24]}"
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    """``value`` if a provider's line holds an object there, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def batch_prices(settings: BatchSettings, discount: float) -> BatchSettings:
     return replace(
         settings, price_in=settings.price_in * discount, price_out=settings.price_out * discount
@@ -123,8 +129,10 @@ class BatchApiRunner(BatchRunner):
         self._told: dict[str, str] = {}  # what was said of each chunk
 
     def _plan(self, done: dict[str, str | None]) -> list[list[Item]]:
-        self._answered = set(done)
-        return super()._plan(done)
+        batches = super()._plan(done)
+        # answered for the text asked now: items whose text changed since are asked again
+        self._answered = set(done) - {item.id for batch in batches for item in batch}
+        return batches
 
     # -- requests --------------------------------------------------------------------------
     def _max_tokens(self, n: int) -> int:
@@ -160,9 +168,34 @@ class BatchApiRunner(BatchRunner):
         ledger = Ledger(ledger_path(self.path))
         ledger.open()
         try:
+            self._check_ledger(ledger)
             await self._run_chunks(ledger, batches)
         finally:
             ledger.close()
+
+    def _check_ledger(self, ledger: Ledger) -> None:
+        """Say what is damaged; refuse to collect chunks asked by another job (model,
+        labels, prompt) unless the change is accepted."""
+        if ledger.corrupt or ledger.lost:
+            lost = sorted(ledger.lost)
+            said = f"; chunk(s) {', '.join(lost[:5])} lost what they asked" if lost else ""
+            self.echo(
+                f"warning: {plural(ledger.corrupt, 'damaged line')} in {ledger.path} "
+                f"skipped{said}: items not answered are asked again (those of a lost chunk "
+                "may be paid twice)"
+            )
+        running = [c for c in ledger.chunks.values() if c.ended is None]
+        if ledger.job is not None and ledger.job != self.job and running:
+            changes = job_changes(ledger.job, self.job or {})
+            if not self.settings.accept_changed:
+                raise ConfigError(
+                    f"{ledger.path}: {plural(len(running), 'chunk')} still at the provider "
+                    f"were asked with {changes}: run with the same options to collect them, "
+                    "or --accept-changed to take their answers for this job's"
+                )
+            self.echo(f"--accept-changed: collecting the chunks asked with {changes}")
+        if ledger.job != self.job:
+            ledger.set_job(self.job)
 
     async def _run_chunks(self, ledger: Ledger, batches: list[list[Item]]) -> None:
         s, o = self.settings, self.options
@@ -292,19 +325,25 @@ class BatchApiRunner(BatchRunner):
             if found is None:
                 found = await self.provider.upload(chunk.filename, self._file_of(job, chunk))
                 killpoint("uploaded")
+            else:
+                self.echo(f"batch-api: chunk {chunk.name}: its file, uploaded by a run "
+                          f"stopped before it wrote the id, found ({found})")  # fmt: skip
             ledger.write({"chunk": chunk.name, "file": found})
             chunk.file_id = found
             killpoint("file")
         if chunk.batch_id is None:
             metadata = {"crashsafe_job": job, "crashsafe_chunk": chunk.name}
             found = await self.provider.find_batch(metadata, chunk.at)
+            how = "submitted"
             if found is None:
                 found = await self.provider.create(chunk.file_id, metadata)
                 killpoint("created")
+            else:
+                how = "found at the provider (made by a run stopped before it wrote the id)"
             ledger.write({"chunk": chunk.name, "batch": found})
             chunk.batch_id = found
             killpoint("batch")
-            self.echo(f"batch-api: chunk {chunk.name} submitted "
+            self.echo(f"batch-api: chunk {chunk.name} {how} "
                       f"({plural(len(chunk.groups), 'request')}, batch {found})")  # fmt: skip
 
     async def _collect(
@@ -312,68 +351,102 @@ class BatchApiRunner(BatchRunner):
     ) -> list[tuple[list[Item], int]]:
         """Append the answers of an ended chunk to the checkpoint; the requests to ask
         again (or dead-letter); then mark the chunk ended."""
-        answers: dict[str, dict[str, Any]] = {}
-        for file_id in (state.output_file_id, state.error_file_id):
-            if file_id:
-                for raw in (await self.provider.content(file_id)).splitlines():
-                    try:
-                        line = orjson.loads(raw)
-                    except orjson.JSONDecodeError:
-                        continue
-                    if isinstance(line, dict) and isinstance(line.get("custom_id"), str):
-                        answers[line["custom_id"]] = line
+        answers = await self._answer_lines(state)
         retry: list[tuple[list[Item], int]] = []
+        fresh: list[Item] = []  # items whose text changed since asked: asked anew
         failed_usage: Usage = {}
         failed = 0
         for ids, hashes in zip(chunk.groups, chunk.hashes, strict=True):
-            if all(i in self._answered for i in ids):
-                continue  # written before a kill: not again
-            items = [self._by_id[i] for i in ids if i in self._by_id]
-            if len(items) != len(ids):
-                continue  # no longer in the input
+            keep = [
+                n for n, i in enumerate(ids)
+                if i in self._by_id and i not in self._answered
+            ]  # fmt: skip
+            fresh += [self._by_id[ids[n]] for n in keep
+                      if self._hash(self._by_id[ids[n]]) != hashes[n]]  # fmt: skip
+            keep = [n for n in keep if self._hash(self._by_id[ids[n]]) == hashes[n]]
+            if not keep:
+                continue  # written before a kill, gone from the input, or changed since
+            items = [self._by_id[ids[n]] for n in keep]
             usage: Usage = {}
             error, results = self._read_answer(answers.get(custom_id(ledger.job_id, ids)),
-                                               items, usage, state.status)  # fmt: skip
+                                               items, usage, state)  # fmt: skip
             if results is not None:
-                await self._write_answer(chunk, ids, hashes, results, usage)
+                await self._write_answer(chunk, [ids[n] for n in keep], [hashes[n] for n in keep],
+                                         results, usage)  # fmt: skip
                 killpoint("answer")
                 continue
             failed += 1
-            add_usage(failed_usage, usage)
             self._account(usage)
             if chunk.attempt < self.settings.max_attempts:
+                add_usage(failed_usage, usage)  # the dead letter holds the others' cost
                 retry.append((items, chunk.attempt + 1))
             else:
-                self._dead_letter(ids, error, chunk.attempt, usage)
+                self._dead_letter([i.id for i in items], error, chunk.attempt, usage)
                 self.summary.batches_failed += 1
-                self.echo(f"batch-api: request of {plural(len(ids), 'item')} FAILED after "
+                self.echo(f"batch-api: request of {plural(len(items), 'item')} FAILED after "
                           f"{plural(chunk.attempt, 'attempt')}: {error}")  # fmt: skip
         ledger.write({"chunk": chunk.name, "ended": state.status, "failed": failed,
                       "usage_failed": failed_usage, "at": time.time()})  # fmt: skip
         chunk.ended = state.status
         if retry:
-            self.echo(f"batch-api: chunk {chunk.name} {state.status}: "
+            why = f" ({state.errors})" if state.errors else ""
+            self.echo(f"batch-api: chunk {chunk.name} {state.status}{why}: "
                       f"{plural(len(retry), 'request')} to ask again")  # fmt: skip
+        if fresh:
+            self.echo(f"batch-api: chunk {chunk.name}: {plural(len(fresh), 'item')} changed "
+                      "since asked: asked again")  # fmt: skip
+            size = self.settings.batch_size
+            retry += [(fresh[i : i + size], 1) for i in range(0, len(fresh), size)]
         return retry
 
+    async def _answer_lines(self, state: BatchState) -> dict[str, dict[str, Any]]:
+        """custom_id -> its line, from the output and error files (an answer, if both
+        hold one); a file gone at the provider answers nothing."""
+        answers: dict[str, dict[str, Any]] = {}
+        for file_id in (state.output_file_id, state.error_file_id):
+            content = await self.provider.content(file_id) if file_id else None
+            if content is None:
+                if file_id:
+                    self.echo(f"batch-api: file {file_id} is gone at the provider: its "
+                              "requests are asked again")  # fmt: skip
+                continue
+            for raw in content.splitlines():
+                try:
+                    line = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(line, dict) and isinstance(line.get("custom_id"), str):
+                    answers.setdefault(line["custom_id"], line)  # output first: kept
+        return answers
+
     def _read_answer(
-        self, line: dict[str, Any] | None, items: list[Item], usage: Usage, status: str
+        self, line: dict[str, Any] | None, items: list[Item], usage: Usage, state: BatchState
     ) -> tuple[str, list[Any] | None]:
         """(why it failed, None) or ("", the results) of one request's output line."""
         if line is None:
-            return f"no answer in the {status} batch", None
-        response = line.get("response") or {}
+            why = f": {state.errors}" if state.errors else ""
+            return f"no answer in the {state.status} batch{why}", None
+        if not isinstance(line.get("response") or {}, dict):
+            return "a malformed answer line (its response is not an object)", None
+        response = _mapping(line.get("response"))
         if response.get("status_code") != 200:
-            error = line.get("error") or (response.get("body") or {}).get("error") or {}
+            error = _mapping(line.get("error")) or _mapping(
+                _mapping(response.get("body")).get("error")
+            )
             code = response.get("status_code")
-            said = error.get("message") or error.get("code") or "failed"
-            return (f"HTTP {code}: {said}" if code else str(error.get("code") or said)), None
-        body = response.get("body") or {}
-        found = body.get("usage") or {}
-        tokens_in, tokens_out = found.get("prompt_tokens", 0), found.get("completion_tokens", 0)
-        add_usage(usage, {"prompt_tokens": tokens_in, "completion_tokens": tokens_out, "calls": 1})
+            said = str(error.get("message") or error.get("code") or "no error given")
+            return (f"HTTP {code}: {said}" if code else said), None
+        if not isinstance(response.get("body"), dict):
+            return "a malformed answer line (its body is not an object)", None
+        body = _mapping(response.get("body"))
+        found = _mapping(body.get("usage"))
+        tokens = {k: v for k in ("prompt_tokens", "completion_tokens")
+                  if isinstance(v := found.get(k), int)}  # fmt: skip
+        add_usage(usage, {**tokens, "calls": 1})
         try:
             text = body["choices"][0]["message"]["content"] or ""
+            if not isinstance(text, str):
+                raise TypeError
             return "", self.classifier.answers(text, items)
         except (KeyError, IndexError, TypeError):
             return "an answer without a message", None

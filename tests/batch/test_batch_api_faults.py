@@ -1,0 +1,269 @@
+"""`batch classify --via batch-api` under what an adversarial review found (#26): two
+jobs on one account, texts changed or removed while their chunk runs, a damaged ledger,
+a job changed while its chunks run, garbage from the provider, batches gone at the
+provider. Each ends with every item answered once and nothing paid for another job."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crashsafe.batch.batchapi.ledger import Ledger, ledger_path
+from crashsafe.batch.checkpoint import dead_letter_path, scan
+from crashsafe.batch.testserver import LLMServerOptions, LLMServerThread
+from crashsafe.batch.testserver_batches import BatchesStandIn
+from tests.batch.test_batch_api import BATCH_API, answers, classify, reviews
+
+KILL_WHILE_POLLING = {"CRASHSAFE_KILL_AT": "polled"}
+
+
+def run_killed_while_polling(server: LLMServerThread, src: Path, cp: Path) -> None:
+    killed = classify(server, src, cp, *BATCH_API, env=KILL_WHILE_POLLING)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+
+
+def test_two_jobs_on_one_account_never_use_each_others_files(tmp_path: Path) -> None:
+    src = reviews(tmp_path)
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1)) as server:
+        first = classify(server, src, tmp_path / "a.jsonl", *BATCH_API)
+        second = classify(server, src, tmp_path / "b.jsonl", *BATCH_API)
+        batches = list(server.server.batches.batches.values())
+        stats = server.server.snapshot()
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    assert len(answers(tmp_path / "b.jsonl")) == 47
+    assert stats["files_uploaded"] == 8 and len(batches) == 8
+    assert len({b.input_file_id for b in batches}) == 8  # each batch its own job's file
+    assert stats["items_billed"] == 94  # each job paid once for its 47 items
+    assert not dead_letter_path(tmp_path / "b.jsonl").exists()
+
+
+def test_a_text_changed_since_answered_gets_a_new_answer_once(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1)) as server:
+        assert classify(server, src, cp, *BATCH_API).returncode == 0
+        assert answers(cp)["r0"] == {"label": "positive"}
+        rows = src.read_text().splitlines()
+        rows[0] = json.dumps({"id": "r0", "text": "it broke, I want a refund"})
+        src.write_text("\n".join(rows) + "\n")
+        changed = classify(server, src, cp, *BATCH_API)
+        made = server.server.snapshot()["batches_created"]
+        again = classify(server, src, cp, *BATCH_API)
+        after = server.server.snapshot()["batches_created"]
+    assert changed.returncode == 0, changed.stderr
+    assert "1 item changed since answered" in changed.stderr
+    final = {}
+    for line in scan(cp).lines:  # the newest answer of each item counts
+        final.update(zip(line["ids"], line["results"], strict=True))
+    assert final["r0"] == {"label": "negative"}
+    assert again.returncode == 0 and after == made == 5  # asked once, not on every rerun
+
+
+def test_a_text_changed_while_its_chunk_runs_is_asked_again(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.2)) as server:
+        run_killed_while_polling(server, src, cp)
+        rows = src.read_text().splitlines()
+        rows[0] = json.dumps({"id": "r0", "text": "it broke, I want a refund"})
+        src.write_text("\n".join(rows) + "\n")
+        done = classify(server, src, cp, *BATCH_API)
+    assert done.returncode == 0, done.stderr
+    assert "1 item changed since asked" in done.stderr
+    assert answers(cp)["r0"] == {"label": "negative"}  # never the stale one
+    assert len(answers(cp)) == 47
+
+
+def test_an_item_removed_while_its_chunk_runs_leaves_its_neighbours_answered(
+    tmp_path: Path,
+) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.2)) as server:
+        run_killed_while_polling(server, src, cp)
+        src.write_text("\n".join(src.read_text().splitlines()[1:]) + "\n")  # r0 gone
+        done = classify(server, src, cp, *BATCH_API)
+        stats = server.server.snapshot()
+    assert done.returncode == 0, done.stderr
+    got = answers(cp)
+    assert "r0" not in got and len(got) == 46  # r1-r4, asked with r0, written
+    assert stats["items_paid_twice"] == 0
+
+
+def _damage(path: Path, number: int) -> None:
+    """Overwrite line ``number`` (0: the first) of ``path`` with bytes no JSON reader takes."""
+    lines = path.read_bytes().split(b"\n")
+    lines[number] = b"#" * len(lines[number])
+    path.write_bytes(b"\n".join(lines))
+
+
+def test_a_damaged_intent_line_is_said_and_no_chunk_name_is_reused(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.2)) as server:
+        run_killed_while_polling(server, src, cp)
+        ledger = ledger_path(cp)
+        intents = [
+            n for n, line in enumerate(ledger.read_text().splitlines()) if '"intent"' in line
+        ]
+        _damage(ledger, intents[0])
+        done = classify(server, src, cp, *BATCH_API)
+        again = classify(server, src, cp, *BATCH_API)
+    assert done.returncode == 0 and again.returncode == 0, done.stderr
+    assert "damaged line" in done.stderr and "c000001 lost what they asked" in done.stderr
+    assert len(answers(cp)) == 47 and not dead_letter_path(cp).exists()
+    names = [json.loads(line)["chunk"] for line in ledger.read_text().splitlines()
+             if '"intent"' in line]  # fmt: skip
+    assert len(names) == len(set(names)) and "c000001" not in names  # c000001's is damaged
+
+
+def test_a_damaged_job_line_is_recovered_from_the_intents(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.2)) as server:
+        run_killed_while_polling(server, src, cp)
+        _damage(ledger_path(cp), 0)
+        done = classify(server, src, cp, *BATCH_API)
+        stats = server.server.snapshot()
+    assert done.returncode == 0, done.stderr
+    assert len(answers(cp)) == 47
+    assert stats["items_paid_twice"] == 0 and stats["batches_created"] == 4
+
+
+def test_a_ledger_line_of_the_wrong_shape_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1)) as server:
+        run_killed_while_polling(server, src, cp)
+        with ledger_path(cp).open("a") as out:
+            out.write('{"chunk": "c000009", "intent": {}}\n')
+            out.write('{"chunk": "c000010", "intent": {"groups": [["r1"]], "hashes": []}}\n')
+        done = classify(server, src, cp, *BATCH_API)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "2 damaged lines" in done.stderr
+    assert len(answers(cp)) == 47
+
+
+def test_two_checkpoints_sharing_a_ledger_never_run_at_once(tmp_path: Path) -> None:
+    src = reviews(tmp_path, n=5)
+    held = Ledger(ledger_path(tmp_path / "m"))  # "m" and "m.jsonl" map to one ledger
+    held.open()
+    try:
+        with LLMServerThread() as server:
+            refused = classify(server, src, tmp_path / "m.jsonl", *BATCH_API)
+            stats = server.server.snapshot()
+    finally:
+        held.close()
+    assert refused.returncode != 0 and "in use by another run" in refused.stderr
+    assert stats["files_uploaded"] == 0
+
+
+def test_chunks_asked_by_another_job_are_not_collected_without_consent(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.2)) as server:
+        run_killed_while_polling(server, src, cp)
+        other = classify(server, src, cp, *BATCH_API, "--model", "other")
+        accepted = classify(server, src, cp, *BATCH_API, "--model", "other", "--accept-changed")
+        stats = server.server.snapshot()
+    assert other.returncode != 0 and "still at the provider" in other.stderr
+    assert "model test -> other" in other.stderr or "model" in other.stderr
+    assert accepted.returncode == 0, accepted.stderr
+    assert len(answers(cp)) == 47 and stats["items_paid_twice"] == 0
+
+
+def _garble(stand_in: BatchesStandIn, how: str) -> None:
+    """Make the first line of the stand-in's first two output files ``how``'s garbage."""
+    made = stand_in._file_of
+    garbled = []
+
+    def file_of(filename: str, lines: list[dict[str, Any]]) -> str:
+        if filename.endswith("_output.jsonl") and lines and len(garbled) < 2:
+            garbled.append(filename)
+            bad = "oops" if how == "response-a-string" else {"status_code": 200, "body": []}
+            lines = [{**lines[0], "response": bad}, *lines[1:]]
+        return made(filename, lines)
+
+    stand_in._file_of = file_of  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("how", ["response-a-string", "body-a-list"])
+def test_garbage_in_an_output_file_fails_that_request_only(how: str, tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1)) as server:
+        _garble(server.server.batches, how)
+        done = classify(server, src, cp, *BATCH_API)
+        stats = server.server.snapshot()
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "to ask again" in done.stderr
+    assert len(answers(cp)) == 47
+    assert stats["batches_created"] > 4  # the garbled requests went out again, alone
+
+
+def test_an_answer_in_both_files_is_taken_not_asked_again(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1)) as server:
+        stand_in = server.server.batches
+        original_end = stand_in._end
+
+        def end(batch: Any, status: str, *, answer_up_to: int | None) -> None:
+            original_end(batch, status, answer_up_to=answer_up_to)
+            first = json.loads(stand_in.files[batch.output_file_id].data.splitlines()[0])
+            failed = {**first, "response": None, "error": {"code": "x", "message": "dup"}}
+            batch.error_file_id = stand_in._file_of(f"{batch.id}_error.jsonl", [failed])
+
+        stand_in._end = end  # type: ignore[method-assign]
+        done = classify(server, src, cp, *BATCH_API)
+        stats = server.server.snapshot()
+    assert done.returncode == 0, done.stderr
+    assert "to ask again" not in done.stderr
+    assert stats["batches_created"] == 4 and len(answers(cp)) == 47
+
+
+def test_a_batch_gone_at_the_provider_is_asked_again(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=30)) as server:
+        run_killed_while_polling(server, src, cp)
+        port = server.port
+    # the provider forgot everything (a stand-in restarted; a key of another project)
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1), port=port) as server:
+        done = classify(server, src, cp, *BATCH_API)
+    assert done.returncode == 0, done.stderr
+    assert "not found at the provider" in done.stderr
+    assert "check --base-url" not in done.stderr
+    assert len(answers(cp)) == 47
+
+
+def test_a_failed_batch_says_why(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path, n=5), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1)) as server:
+        stand_in = server.server.batches
+        original_end = stand_in._end
+        calls = threading.Semaphore(1)
+
+        def end(batch: Any, status: str, *, answer_up_to: int | None) -> None:
+            if calls.acquire(blocking=False):  # the first batch fails validation
+                original_end(batch, "failed", answer_up_to=0)
+                batch.errors = {"object": "list", "data": [
+                    {"code": "token_limit_exceeded", "message": "Enqueued token limit reached"}
+                ]}  # fmt: skip
+                return
+            original_end(batch, status, answer_up_to=answer_up_to)
+
+        stand_in._end = end  # type: ignore[method-assign]
+        done = classify(server, src, cp, *BATCH_API)
+    assert done.returncode == 0, done.stderr
+    assert "Enqueued token limit reached" in done.stderr
+    assert len(answers(cp)) == 5
+
+
+def test_a_dead_lettered_requests_cost_counts_once_against_the_total_cap(
+    tmp_path: Path,
+) -> None:
+    src, cp = reviews(tmp_path, n=5), tmp_path / "out.jsonl"
+    prices = ["--price-in", "1000", "--price-out", "2000"]  # per 1M tokens: visible costs
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1, invalid_every=1)) as server:
+        failed = classify(server, src, cp, *BATCH_API, "--max-attempts", "2", *prices)
+        tokens = server.server.snapshot()["tokens"]  # both attempts, each billed once
+        capped = classify(server, src, cp, *BATCH_API, *prices, "--max-spend-total", "0.00001")
+    assert failed.returncode == 4, failed.stderr  # in the dead letter after 2 attempts
+    billed = (tokens["prompt_tokens"] * 1000 + tokens["completion_tokens"] * 2000) / 1e6 * 0.5
+    assert f"({billed:.4f} spent by earlier runs" in capped.stderr, capped.stderr
