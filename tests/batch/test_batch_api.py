@@ -212,3 +212,111 @@ def test_finish_sync_below_needs_the_batch_api(tmp_path: Path) -> None:
     with LLMServerThread() as server:
         done = classify(server, src, cp, "--finish-sync-below", "5")
     assert done.returncode != 0 and "only with --via batch-api or --via auto" in done.stderr
+
+
+# -- Anthropic's Message Batches, through the anthropic client ----------------------------
+
+ANTHROPIC = [*BATCH_API, "--provider", "anthropic"]
+
+
+def test_message_batches_answer_as_a_sync_run_does_at_batch_prices(tmp_path: Path) -> None:
+    src = reviews(tmp_path)
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.2)) as server:
+        sync = classify(server, src, tmp_path / "sync.jsonl")
+        via = classify(server, src, tmp_path / "api.jsonl", *ANTHROPIC)
+        stats = server.server.snapshot()
+        again = classify(server, src, tmp_path / "api.jsonl", *ANTHROPIC)
+        after = server.server.snapshot()
+    assert sync.returncode == 0 and via.returncode == 0, via.stderr
+    assert answers(tmp_path / "api.jsonl") == answers(tmp_path / "sync.jsonl")
+    assert stats["batches_created"] == 4 and stats["files_uploaded"] == 0  # no files
+    assert "msgbatch_" in via.stderr
+    sync_lines = {tuple(line["ids"]): line for line in scan(tmp_path / "sync.jsonl").lines}
+    for line in scan(tmp_path / "api.jsonl").lines:  # the same tokens, half the price
+        twin = sync_lines[tuple(line["ids"])]
+        assert line["usage"]["prompt_tokens"] == twin["usage"]["prompt_tokens"]
+        assert line["cost"] == pytest.approx(twin["cost"] / 2)
+    assert again.returncode == 0 and "0 to do" in again.stderr
+    assert after["batches_created"] == 4 and after["files_downloaded"] == 4
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        "intent",  # written down, nothing sent
+        "created",  # batch made, its id not written: found among the batches since
+        "batch",  # batch id written
+        "polled",  # while polling
+        "answer:2",  # half-way through appending a chunk's answers
+    ],
+)
+def test_message_batches_killed_at_any_step_submit_nothing_twice(step: str, tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.3)) as server:
+        killed = classify(server, src, cp, *ANTHROPIC, env={"CRASHSAFE_KILL_AT": step})
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        done = classify(server, src, cp, *ANTHROPIC)
+        assert done.returncode == 0, done.stderr
+        stats = server.server.snapshot()
+    assert len(answers(cp)) == 47  # every item, each once
+    assert stats["items_submitted_twice"] == 0 and stats["items_paid_twice"] == 0
+    assert stats["batches_created"] == 4
+    if step == "created":
+        assert "found at the provider" in done.stderr
+
+
+def test_a_message_batch_still_running_is_waited_for_then_taken(tmp_path: Path) -> None:
+    # Message Batches carry no metadata: a batch made by a run killed before it wrote the
+    # id is told by its results' custom_ids, so the chunk waits for it to end
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=4.0)) as server:
+        killed = classify(server, src, cp, *ANTHROPIC, env={"CRASHSAFE_KILL_AT": "created"})
+        assert killed.returncode == -signal.SIGKILL
+        done = classify(server, src, cp, *ANTHROPIC)
+        stats = server.server.snapshot()
+    assert done.returncode == 0, done.stderr
+    assert "waiting for it to end to tell" in done.stderr
+    assert "c000001 found at the provider" in done.stderr
+    assert stats["batches_created"] == 4 and stats["items_paid_twice"] == 0
+    assert len(answers(cp)) == 47
+
+
+def test_message_batches_expired_and_failed_requests_are_asked_again(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    options = LLMServerOptions(batch_seconds=0.2, expire_every=2, line_error_every=4)
+    with LLMServerThread(options) as server:
+        done = classify(server, src, cp, *ANTHROPIC, "--max-attempts", "8")
+        stats = server.server.snapshot()
+    assert done.returncode == 0, done.stderr
+    assert len(answers(cp)) == 47
+    assert stats["items_paid_twice"] == 0 and stats["batches_created"] > 4
+    assert "to ask again" in done.stderr
+
+
+def test_another_jobs_message_batch_of_the_same_size_is_not_taken(tmp_path: Path) -> None:
+    # job A is killed just after making its first batch; job B (another checkpoint) makes
+    # batches of the same size meanwhile. A's rerun must take its own batch, not B's.
+    src = reviews(tmp_path)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.5)) as server:
+        killed = classify(server, src, a, *ANTHROPIC, env={"CRASHSAFE_KILL_AT": "created"})
+        assert killed.returncode == -signal.SIGKILL
+        other = classify(server, src, b, *ANTHROPIC)
+        done = classify(server, src, a, *ANTHROPIC)
+        stats = server.server.snapshot()
+    assert other.returncode == 0 and done.returncode == 0, done.stderr
+    assert len(answers(a)) == 47 and len(answers(b)) == 47
+    assert stats["batches_created"] == 8  # four each: A's first one taken, not made again
+    assert stats["items_billed"] == 94
+
+
+def test_the_anthropic_provider_without_its_package_says_how_to_get_it(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path, n=3), tmp_path / "out.jsonl"
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "anthropic.py").write_text("raise ImportError('not installed')\n")
+    with LLMServerThread() as server:
+        env = {"PYTHONPATH": str(blocker)}
+        done = classify(server, src, cp, *ANTHROPIC, env=env)
+    assert done.returncode != 0
+    assert "pip install 'crashsafe[anthropic]'" in done.stderr and "Traceback" not in done.stderr

@@ -127,6 +127,7 @@ class Classifier:
     ) -> None:
         check_key_transport(base_url, api_key)
         self.base_url = masked(base_url)
+        self.raw_base_url = base_url  # for another client of the same endpoint
         self._reached = False  # some call got an answer: connection errors are hiccups
         self._said = 0.0  # when the last retry line was written
         self.labels = list(labels)

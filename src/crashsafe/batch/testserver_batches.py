@@ -95,6 +95,9 @@ class BatchesStandIn:
         self.lines_answered = 0
         self.uploads = 0  # batch files uploaded
         self.downloads = 0  # output and error files read
+        from crashsafe.batch.testserver_messages import MessageBatchesStandIn
+
+        self.messages = MessageBatchesStandIn(self)  # Anthropic's, counted here too
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/files", self.upload)
@@ -105,12 +108,14 @@ class BatchesStandIn:
         app.router.add_get("/v1/batches", self.list_batches)
         app.router.add_get("/v1/batches/{id}", self.retrieve)
         app.router.add_post("/v1/batches/{id}/cancel", self.cancel)
+        self.messages.routes(app)
 
     def reset(self) -> None:
         self.files.clear()
         self.batches.clear()
         self.chunks.clear()
         self.submitted.clear()
+        self.messages.reset()
         self.lines_answered = 0
         self.uploads = self.downloads = 0
 
@@ -118,11 +123,13 @@ class BatchesStandIn:
         """Move every batch on as far as time takes it (before counting)."""
         for batch in self.batches.values():
             self._advance(batch)
+        self.messages.settle()
 
     def snapshot(self) -> dict[str, Any]:
         return {
-            "batches_created": len(self.batches),
-            "batches_running": sum(1 for b in self.batches.values() if b.ended is None),
+            "batches_created": len(self.batches) + len(self.messages.batches),
+            "batches_running": sum(1 for b in self.batches.values() if b.ended is None)
+            + self.messages.running,
             "chunks_submitted_twice": sum(n - 1 for n in self.chunks.values()),
             "items_submitted_twice": sum(n - 1 for n in self.submitted.values()),
             "batch_lines_answered": self.lines_answered,

@@ -257,7 +257,9 @@ def llm_env(base_url: str | None, model: str | None) -> tuple[str, str, str]:
               "them synchronously at full price (default: 100 with --via auto, else 0)."
               )  # fmt: skip
 @click.option("--provider", type=click.Choice(["openai", "anthropic"]), default="openai",
-              show_default=True, help="Whose Batch API (with --via batch-api).")  # fmt: skip
+              show_default=True, help="Whose Batch API: openai (Files and Batches) or "
+              "anthropic (Message Batches: crashsafe[anthropic], key from "
+              "ANTHROPIC_API_KEY, --base-url https://api.anthropic.com/v1).")  # fmt: skip
 @click.option("--poll-seconds", type=click.FloatRange(min=0.01), default=30.0,
               show_default=True, help="First wait between two looks at the batches (it "
               "grows to 300 s while nothing changes).")  # fmt: skip
@@ -298,17 +300,17 @@ def classify_cmd(
         raise ConfigError("--finish-sync-below: only with --via batch-api or --via auto")
     if via != "sync":
         if provider == "anthropic":
-            raise ConfigError(
-                "--provider anthropic: not built yet (Message Batches come next); use "
-                "--provider openai (any OpenAI-compatible endpoint with /v1/batches)"
-            )
+            from crashsafe.batch.batchapi.anthropic_provider import anthropic_client
+
+            anthropic_client(url, key)  # the package is there, or say how to get it
         from crashsafe.batch.batchapi.runner import BatchApiOptions
 
         if finish_sync_below is None:
             finish_sync_below = 100 if via == "auto" else 0
         batch_api = BatchApiOptions(
             poll_seconds=poll_seconds, chunk_requests=chunk_requests, discount=batch_discount,
-            finish_sync_below=finish_sync_below,
+            finish_sync_below=finish_sync_below, provider=provider,
+            api_key=os.environ.get("ANTHROPIC_API_KEY", "") if provider == "anthropic" else "",
         )  # fmt: skip
     run_job(classifier, job=classifier.job(), batch_api=batch_api, **opts)
 

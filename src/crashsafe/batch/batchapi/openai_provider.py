@@ -9,42 +9,23 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import openai
+import orjson
 
+from crashsafe.batch.batchapi.provider import SLACK, Answer, BatchState, Pending, mapping
 from crashsafe.batch.llm import REFUSES_EVERYTHING, redact
 from crashsafe.errors import EndpointError
 
 T = TypeVar("T")
-ENDED = frozenset({"completed", "expired", "cancelled", "failed", "gone"})
-SLACK = 600.0  # seconds: a file or batch made before its intent was written, by clock skew
-
-
-@dataclass(frozen=True, slots=True)
-class BatchState:
-    status: str
-    output_file_id: str | None
-    error_file_id: str | None
-    completed: int
-    failed: int
-    total: int
-    errors: str = ""  # why the provider failed the batch, as it says
-
-    @classmethod
-    def gone(cls, batch_id: str) -> BatchState:
-        """A batch the provider no longer knows (404: deleted, another project's key, a
-        stand-in restarted): nothing of it will ever come back."""
-        return cls("gone", None, None, 0, 0, 0, f"batch {batch_id} is not found at the provider")
-
-    @property
-    def ended(self) -> bool:
-        return self.status in ENDED
 
 
 class OpenAIBatches:
     """The provider, for one job: ``client`` is the classifier's ``AsyncOpenAI``."""
+
+    name = "openai"
+    uses_files = True
 
     def __init__(self, client: openai.AsyncOpenAI, *, base_url: str, secrets: list[str],
                  tries: int = 8, backoff: float = 1.0) -> None:  # fmt: skip
@@ -80,6 +61,10 @@ class OpenAIBatches:
             await asyncio.sleep(delay)
         raise EndpointError(f"{self.base_url} {what}: no answer after {self.tries} tries")
 
+    def request(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions",
+                "body": body}  # fmt: skip
+
     # -- files -----------------------------------------------------------------------------
     async def upload(self, filename: str, data: bytes) -> str:
         made = await self._call(
@@ -112,7 +97,10 @@ class OpenAIBatches:
         return bytes(answer.content)
 
     # -- batches ---------------------------------------------------------------------------
-    async def create(self, file_id: str, metadata: dict[str, str]) -> str:
+    async def create(
+        self, file_id: str | None, requests: list[dict[str, Any]], metadata: dict[str, str]
+    ) -> str:
+        assert file_id is not None, "OpenAI's batches are made of an uploaded file"
         made = await self._call(
             "create a batch",
             lambda: self.client.batches.create(
@@ -124,7 +112,13 @@ class OpenAIBatches:
         )
         return str(made.id)
 
-    async def find_batch(self, metadata: dict[str, str], since: float) -> str | None:
+    async def find_batch(
+        self,
+        metadata: dict[str, str],
+        since: float,
+        requests: list[dict[str, Any]],
+        known: set[str],
+    ) -> str | Pending | None:
         """The id of a batch created with ``metadata`` since ``since`` (a run killed after
         creating it, before it wrote the id down), or None."""
 
@@ -152,5 +146,54 @@ class OpenAIBatches:
         return BatchState(
             str(found.status), found.output_file_id, found.error_file_id,
             counts.completed if counts else 0, counts.failed if counts else 0,
-            counts.total if counts else 0, said,
+            counts.total if counts else 0, said, batch_id,
         )  # fmt: skip
+
+    async def answers(self, state: BatchState) -> dict[str, Answer]:
+        """The output file's answers and the error file's failures (an answer, if both
+        hold the same request); a file gone at the provider answers nothing."""
+        found: dict[str, Answer] = {}
+        for file_id in (state.output_file_id, state.error_file_id):
+            content = await self.content(file_id) if file_id else None
+            if content is None:
+                if file_id:
+                    self.say(f"batch-api: file {file_id} is gone at the provider: its "
+                             "requests are asked again")  # fmt: skip
+                continue
+            for raw in content.splitlines():
+                try:
+                    line = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(line, dict) and isinstance(line.get("custom_id"), str):
+                    answer = _answer(line)
+                    prior = found.get(line["custom_id"])
+                    if prior is None or prior.text is None:
+                        found[line["custom_id"]] = answer  # an answer is never replaced
+        return found
+
+
+def _answer(line: dict[str, Any]) -> Answer:
+    """A line of an output or error file, as an answer or why there is none."""
+    if not isinstance(line.get("response") or {}, dict):
+        return Answer(None, "a malformed answer line (its response is not an object)")
+    response = mapping(line.get("response"))
+    if response.get("status_code") != 200:
+        error = mapping(line.get("error")) or mapping(mapping(response.get("body")).get("error"))
+        code = response.get("status_code")
+        said = str(error.get("message") or error.get("code") or "no error given")
+        return Answer(None, f"HTTP {code}: {said}" if code else said)
+    if not isinstance(response.get("body"), dict):
+        return Answer(None, "a malformed answer line (its body is not an object)")
+    body = mapping(response.get("body"))
+    found = mapping(body.get("usage"))
+    usage = {k: v for k in ("prompt_tokens", "completion_tokens")
+             if isinstance(v := found.get(k), int)}  # fmt: skip
+    usage["calls"] = 1
+    try:
+        text = body["choices"][0]["message"]["content"] or ""
+    except (KeyError, IndexError, TypeError):
+        return Answer(None, "an answer without a message", usage)
+    if not isinstance(text, str):
+        return Answer(None, "an answer without a message", usage)
+    return Answer(text, "", usage)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from crashsafe.batch.batchapi.ledger import Chunk, Ledger, ledger_path
-from crashsafe.batch.batchapi.openai_provider import BatchState, OpenAIBatches
+from crashsafe.batch.batchapi.provider import PENDING, Answer, BatchState, Provider
 from crashsafe.batch.checkpoint import encode_line
 from crashsafe.batch.items import Inputs, Item
 from crashsafe.batch.runner import BatchRunner, BatchSettings, _now_iso, job_changes, plural
@@ -84,6 +84,8 @@ class BatchApiOptions:
     discount: float = 0.5
     output_tokens_per_item: int = 40
     finish_sync_below: int = 0
+    provider: str = "openai"
+    api_key: str = ""  # the provider's, when not the classifier's (ANTHROPIC_API_KEY)
 
 
 def custom_id(job_id: str, ids: Sequence[str]) -> str:
@@ -91,9 +93,20 @@ def custom_id(job_id: str, ids: Sequence[str]) -> str:
     return f"{job_id}-{hashlib.sha256(chr(10).join(ids).encode()).hexdigest()[:24]}"
 
 
-def _mapping(value: Any) -> dict[str, Any]:
-    """``value`` if a provider's line holds an object there, else an empty one."""
-    return value if isinstance(value, dict) else {}
+def make_provider(classifier: Classifier, options: BatchApiOptions) -> Provider:
+    secrets = [*classifier._secrets, options.api_key]
+    if options.provider == "anthropic":
+        from crashsafe.batch.batchapi.anthropic_provider import (
+            AnthropicBatches,
+            anthropic_client,
+        )
+
+        key = options.api_key or classifier._secrets[0]
+        client = anthropic_client(classifier.raw_base_url, key)
+        return AnthropicBatches(client, base_url=classifier.base_url, secrets=secrets)
+    from crashsafe.batch.batchapi.openai_provider import OpenAIBatches
+
+    return OpenAIBatches(classifier.client, base_url=classifier.base_url, secrets=secrets)
 
 
 def batch_prices(settings: BatchSettings, discount: float) -> BatchSettings:
@@ -119,9 +132,7 @@ class BatchApiRunner(BatchRunner):
         self.classifier = classifier
         self.options = options
         self._full_prices = settings
-        self.provider = OpenAIBatches(
-            classifier.client, base_url=classifier.base_url, secrets=classifier._secrets
-        )
+        self.provider = make_provider(classifier, options)
         self.provider.say = self.echo
         self._answered: set[str] = set()
         self._by_id = {item.id: item for item in inputs.items}
@@ -138,21 +149,19 @@ class BatchApiRunner(BatchRunner):
     def _max_tokens(self, n: int) -> int:
         return self.options.output_tokens_per_item * n + 20
 
-    def _request_line(self, job_id: str, items: list[Item]) -> bytes:
+    def _request(self, job_id: str, ids: list[str], items: list[Item]) -> dict[str, Any]:
         body = self.classifier.request_body(items, max_tokens=self._max_tokens(len(items)))
-        line = {"custom_id": custom_id(job_id, [i.id for i in items]), "method": "POST",
-                "url": "/v1/chat/completions", "body": body}  # fmt: skip
-        return orjson.dumps(line) + b"\n"
+        return self.provider.request(custom_id(job_id, ids), body)
 
-    def _file_of(self, job_id: str, chunk: Chunk) -> bytes:
-        """The chunk's batch file, built again from its intent (the same bytes, for the
-        same input: a rebuild after a kill uploads what the first try would have)."""
-        lines = []
+    def _requests_of(self, job_id: str, chunk: Chunk) -> list[dict[str, Any]]:
+        """The chunk's requests, built again from its intent (the same bytes, for the
+        same input: a rebuild after a kill sends what the first try would have)."""
+        found = []
         for group in chunk.groups:
             items = [self._by_id[i] for i in group if i in self._by_id]
             if items:
-                lines.append(self._request_line(job_id, items))
-        return b"".join(lines)
+                found.append(self._request(job_id, group, items))
+        return found
 
     def _worst_cost(self, groups: Sequence[list[Item]]) -> tuple[int, int, float]:
         """Input tokens (counted here, 4 characters a token, plus a half for safety),
@@ -250,7 +259,10 @@ class BatchApiRunner(BatchRunner):
                 break
             changed = False
             for chunk in list(running):
-                assert chunk.batch_id is not None
+                if chunk.batch_id is None:  # its batch could not be told yet: look again
+                    await self._submit(ledger, chunk)
+                    if chunk.batch_id is None:
+                        continue
                 state = await self.provider.state(chunk.batch_id)
                 killpoint("polled")
                 if state.ended:
@@ -293,7 +305,8 @@ class BatchApiRunner(BatchRunner):
         groups: list[list[Item]] = []
         size = 0
         while waiting and waiting[0][1] == attempt and len(groups) < o.chunk_requests:
-            line = len(self._request_line("j" + "0" * 16, waiting[0][0]))
+            group = waiting[0][0]
+            line = len(orjson.dumps(self._request("j" + "0" * 16, [i.id for i in group], group)))
             if groups and size + line > o.chunk_bytes:
                 break
             groups.append(waiting.pop(0)[0])
@@ -317,13 +330,17 @@ class BatchApiRunner(BatchRunner):
 
     # -- one chunk -------------------------------------------------------------------------
     async def _submit(self, ledger: Ledger, chunk: Chunk) -> None:
-        """Give ``chunk`` a file and a batch at the provider: found there if a run killed
-        before it wrote their ids made them, made otherwise; each id written at once."""
+        """Give ``chunk`` a batch at the provider (and first a file, if the provider takes
+        one): found there if a run killed before it wrote their ids made them, made
+        otherwise; each id written at once. A batch that may be the chunk's but cannot
+        be told yet leaves the chunk without one: ``_run_chunks`` asks again later."""
         job = ledger.job_id
-        if chunk.file_id is None:
+        requests = self._requests_of(job, chunk)
+        if self.provider.uses_files and chunk.file_id is None:
             found = await self.provider.find_file(chunk.filename, chunk.at)
             if found is None:
-                found = await self.provider.upload(chunk.filename, self._file_of(job, chunk))
+                data = b"".join(orjson.dumps(r) + b"\n" for r in requests)
+                found = await self.provider.upload(chunk.filename, data)
                 killpoint("uploaded")
             else:
                 self.echo(f"batch-api: chunk {chunk.name}: its file, uploaded by a run "
@@ -333,25 +350,33 @@ class BatchApiRunner(BatchRunner):
             killpoint("file")
         if chunk.batch_id is None:
             metadata = {"crashsafe_job": job, "crashsafe_chunk": chunk.name}
-            found = await self.provider.find_batch(metadata, chunk.at)
+            known = {c.batch_id for c in ledger.chunks.values() if c.batch_id}
+            looked = await self.provider.find_batch(metadata, chunk.at, requests, known)
+            if looked is PENDING:
+                if self._told.get(chunk.name) != "pending":
+                    self._told[chunk.name] = "pending"
+                    self.echo(f"batch-api: chunk {chunk.name}: a batch made since it was "
+                              "written may be its own; waiting for it to end to tell")  # fmt: skip
+                return
             how = "submitted"
-            if found is None:
-                found = await self.provider.create(chunk.file_id, metadata)
-                killpoint("created")
-            else:
+            if isinstance(looked, str):
+                batch = looked
                 how = "found at the provider (made by a run stopped before it wrote the id)"
-            ledger.write({"chunk": chunk.name, "batch": found})
-            chunk.batch_id = found
+            else:
+                batch = await self.provider.create(chunk.file_id, requests, metadata)
+                killpoint("created")
+            ledger.write({"chunk": chunk.name, "batch": batch})
+            chunk.batch_id = batch
             killpoint("batch")
             self.echo(f"batch-api: chunk {chunk.name} {how} "
-                      f"({plural(len(chunk.groups), 'request')}, batch {found})")  # fmt: skip
+                      f"({plural(len(chunk.groups), 'request')}, batch {batch})")  # fmt: skip
 
     async def _collect(
         self, ledger: Ledger, chunk: Chunk, state: BatchState
     ) -> list[tuple[list[Item], int]]:
         """Append the answers of an ended chunk to the checkpoint; the requests to ask
         again (or dead-letter); then mark the chunk ended."""
-        answers = await self._answer_lines(state)
+        answers = await self.provider.answers(state)
         retry: list[tuple[list[Item], int]] = []
         fresh: list[Item] = []  # items whose text changed since asked: asked anew
         failed_usage: Usage = {}
@@ -399,57 +424,18 @@ class BatchApiRunner(BatchRunner):
             retry += [(fresh[i : i + size], 1) for i in range(0, len(fresh), size)]
         return retry
 
-    async def _answer_lines(self, state: BatchState) -> dict[str, dict[str, Any]]:
-        """custom_id -> its line, from the output and error files (an answer, if both
-        hold one); a file gone at the provider answers nothing."""
-        answers: dict[str, dict[str, Any]] = {}
-        for file_id in (state.output_file_id, state.error_file_id):
-            content = await self.provider.content(file_id) if file_id else None
-            if content is None:
-                if file_id:
-                    self.echo(f"batch-api: file {file_id} is gone at the provider: its "
-                              "requests are asked again")  # fmt: skip
-                continue
-            for raw in content.splitlines():
-                try:
-                    line = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    continue
-                if isinstance(line, dict) and isinstance(line.get("custom_id"), str):
-                    answers.setdefault(line["custom_id"], line)  # output first: kept
-        return answers
-
     def _read_answer(
-        self, line: dict[str, Any] | None, items: list[Item], usage: Usage, state: BatchState
+        self, answer: Answer | None, items: list[Item], usage: Usage, state: BatchState
     ) -> tuple[str, list[Any] | None]:
-        """(why it failed, None) or ("", the results) of one request's output line."""
-        if line is None:
+        """(why it failed, None) or ("", the results) of one request."""
+        if answer is None:
             why = f": {state.errors}" if state.errors else ""
             return f"no answer in the {state.status} batch{why}", None
-        if not isinstance(line.get("response") or {}, dict):
-            return "a malformed answer line (its response is not an object)", None
-        response = _mapping(line.get("response"))
-        if response.get("status_code") != 200:
-            error = _mapping(line.get("error")) or _mapping(
-                _mapping(response.get("body")).get("error")
-            )
-            code = response.get("status_code")
-            said = str(error.get("message") or error.get("code") or "no error given")
-            return (f"HTTP {code}: {said}" if code else said), None
-        if not isinstance(response.get("body"), dict):
-            return "a malformed answer line (its body is not an object)", None
-        body = _mapping(response.get("body"))
-        found = _mapping(body.get("usage"))
-        tokens = {k: v for k in ("prompt_tokens", "completion_tokens")
-                  if isinstance(v := found.get(k), int)}  # fmt: skip
-        add_usage(usage, {**tokens, "calls": 1})
+        add_usage(usage, answer.usage or {})
+        if answer.text is None:
+            return answer.error, None
         try:
-            text = body["choices"][0]["message"]["content"] or ""
-            if not isinstance(text, str):
-                raise TypeError
-            return "", self.classifier.answers(text, items)
-        except (KeyError, IndexError, TypeError):
-            return "an answer without a message", None
+            return "", self.classifier.answers(answer.text, items)
         except ValueError as exc:
             return f"invalid output: {exc}", None
 

@@ -1,0 +1,94 @@
+"""What the batch-API runner asks of a provider, whoever it is (``openai_provider.py``:
+Files and Batches; ``anthropic_provider.py``: Message Batches), and what it gets back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from crashsafe.batch.task import Usage
+
+ENDED = frozenset({"completed", "expired", "cancelled", "failed", "ended", "gone"})
+SLACK = 600.0  # seconds: a file or batch made before its intent was written, by clock skew
+
+
+@dataclass(frozen=True, slots=True)
+class BatchState:
+    status: str
+    output_file_id: str | None
+    error_file_id: str | None
+    completed: int
+    failed: int
+    total: int
+    errors: str = ""  # why the provider failed the batch, as it says
+    batch_id: str = ""
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ENDED
+
+    @classmethod
+    def gone(cls, batch_id: str) -> BatchState:
+        """A batch the provider no longer knows (404: deleted, another project's key, a
+        stand-in restarted): nothing of it will ever come back."""
+        said = f"batch {batch_id} is not found at the provider"
+        return cls("gone", None, None, 0, 0, 0, said, batch_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One request's result: its reply's text, or why there is none; the tokens billed."""
+
+    text: str | None
+    error: str = ""
+    usage: Usage | None = None
+
+
+class Pending:
+    """``find_batch``'s answer when a batch that may be the chunk's is still running and
+    cannot be told apart yet (Anthropic's batches carry no metadata): look again later."""
+
+
+PENDING = Pending()
+
+
+class Provider(Protocol):
+    name: str
+    uses_files: bool  # a file is uploaded first, then a batch made of it (OpenAI)
+    say: Callable[[str], None]
+
+    def request(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A request of a batch, from a chat completion request's ``body``."""
+        ...
+
+    async def upload(self, filename: str, data: bytes) -> str: ...
+
+    async def find_file(self, filename: str, since: float) -> str | None: ...
+
+    async def create(
+        self, file_id: str | None, requests: list[dict[str, Any]], metadata: dict[str, str]
+    ) -> str: ...
+
+    async def find_batch(
+        self,
+        metadata: dict[str, str],
+        since: float,
+        requests: list[dict[str, Any]],
+        known: set[str],
+    ) -> str | Pending | None:
+        """The batch a run killed after creating it, before it wrote the id, made for
+        these requests; None if there is none (make it); PENDING if one may be and
+        cannot be told yet."""
+        ...
+
+    async def state(self, batch_id: str) -> BatchState: ...
+
+    async def answers(self, state: BatchState) -> dict[str, Answer]:
+        """custom_id -> its result, for an ended batch (nothing for a lost file)."""
+        ...
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    """``value`` if a provider's line holds an object there, else an empty one."""
+    return value if isinstance(value, dict) else {}
