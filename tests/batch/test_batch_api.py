@@ -320,3 +320,20 @@ def test_the_anthropic_provider_without_its_package_says_how_to_get_it(tmp_path:
         done = classify(server, src, cp, *ANTHROPIC, env=env)
     assert done.returncode != 0
     assert "pip install 'crashsafe[anthropic]'" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_chunks_stay_under_the_size_limit_and_the_job_says_how_it_stands(
+    provider: str, tmp_path: Path
+) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1)) as server:
+        # a request of 5 reviews is about 600-700 bytes: 840 bytes hold one, never two
+        done = classify(server, src, cp, "--via", "batch-api", "--poll-seconds", "0.05",
+                        "--provider", provider, "--chunk-mb", "0.0008")  # fmt: skip
+        stats = server.server.snapshot()
+    assert done.returncode == 0, done.stderr
+    assert stats["batches_created"] == 10 and len(answers(cp)) == 47
+    final = [line for line in done.stderr.splitlines() if line.startswith("batch-api: 10 chunks")]
+    assert final and "47 items answered by this run" in final[-1], done.stderr
+    assert "spent" in final[-1] and "at batch prices" in final[-1]

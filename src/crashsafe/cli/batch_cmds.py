@@ -212,6 +212,9 @@ def run_cmd(task_target: str, **opts: Any) -> None:
     run_job(load_task(task_target), job={"task": named}, whole_rows=True, **opts)
 
 
+PROVIDER_LIMITS = {"openai": (50_000, 200), "anthropic": (100_000, 256)}  # requests, MB
+
+
 def llm_env(base_url: str | None, model: str | None) -> tuple[str, str, str]:
     url = base_url or os.environ.get("CRASHSAFE_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
     if not url:
@@ -263,8 +266,12 @@ def llm_env(base_url: str | None, model: str | None) -> tuple[str, str, str]:
 @click.option("--poll-seconds", type=click.FloatRange(min=0.01), default=30.0,
               show_default=True, help="First wait between two looks at the batches (it "
               "grows to 300 s while nothing changes).")  # fmt: skip
-@click.option("--chunk-requests", type=click.IntRange(1), default=50_000, show_default=True,
-              help="Requests per provider batch at most (OpenAI's limit: 50 000).")  # fmt: skip
+@click.option("--chunk-requests", type=click.IntRange(1), metavar="N",
+              help="Requests per provider batch at most (default: the provider's limit, "
+              "OpenAI 50 000, Anthropic 100 000).")  # fmt: skip
+@click.option("--chunk-mb", type=click.FloatRange(min=0, min_open=True), metavar="MB",
+              help="A provider batch's size at most, in MB (default: the provider's limit, "
+              "OpenAI 200, Anthropic 256).")  # fmt: skip
 @click.option("--batch-discount", type=click.FloatRange(0, 1), default=0.5, show_default=True,
               help="Batch prices as a share of --price-in/--price-out.")  # fmt: skip
 def classify_cmd(
@@ -275,7 +282,8 @@ def classify_cmd(
     provider: str,
     finish_sync_below: int | None,
     poll_seconds: float,
-    chunk_requests: int,
+    chunk_requests: int | None,
+    chunk_mb: float | None,
     batch_discount: float,
     **opts: Any,
 ) -> None:
@@ -307,8 +315,10 @@ def classify_cmd(
 
         if finish_sync_below is None:
             finish_sync_below = 100 if via == "auto" else 0
+        most_requests, most_mb = PROVIDER_LIMITS[provider]
         batch_api = BatchApiOptions(
-            poll_seconds=poll_seconds, chunk_requests=chunk_requests, discount=batch_discount,
+            poll_seconds=poll_seconds, chunk_requests=chunk_requests or most_requests,
+            chunk_bytes=int((chunk_mb or most_mb) * 2**20), discount=batch_discount,
             finish_sync_below=finish_sync_below, provider=provider,
             api_key=os.environ.get("ANTHROPIC_API_KEY", "") if provider == "anthropic" else "",
         )  # fmt: skip

@@ -138,6 +138,7 @@ class BatchApiRunner(BatchRunner):
         self._by_id = {item.id: item for item in inputs.items}
         self._run_id = f"r{int(time.time())}-{os.getpid()}"
         self._told: dict[str, str] = {}  # what was said of each chunk
+        self._status: dict[str, str] = {}  # each chunk's last status seen
 
     def _plan(self, done: dict[str, str | None]) -> list[list[Item]]:
         batches = super()._plan(done)
@@ -257,7 +258,7 @@ class BatchApiRunner(BatchRunner):
                 running.append(chunk)
             if not running:
                 break
-            changed = False
+            changed = said = False
             for chunk in list(running):
                 if chunk.batch_id is None:  # its batch could not be told yet: look again
                     await self._submit(ledger, chunk)
@@ -274,7 +275,9 @@ class BatchApiRunner(BatchRunner):
                             [[self._by_id[i] for i in g if i in self._by_id] for g in chunk.groups]
                         )[2])  # fmt: skip
                     changed = True
-                self._tell(chunk.name, state)
+                said = self._tell(chunk.name, state) or said
+            if said:
+                self._status_line()
             if not running or (changed and waiting):  # new work: submit it (or finish) now
                 interval = o.poll_seconds
                 continue
@@ -320,13 +323,32 @@ class BatchApiRunner(BatchRunner):
         finally:
             stop.cancel()
 
-    def _tell(self, name: str, state: BatchState) -> None:
+    def _tell(self, name: str, state: BatchState) -> bool:
+        """Say how chunk ``name`` stands if that changed; whether it did."""
         said = f"{state.status} {state.completed}/{state.total}"
-        if said != self._told.get(name):
-            self._told[name] = said
-            failed = f", {state.failed} failed" if state.failed else ""
-            self.echo(f"batch-api: chunk {name}: {state.status}, "
-                      f"{state.completed}/{state.total} requests done{failed}")  # fmt: skip
+        self._status[name] = state.status
+        if said == self._told.get(name):
+            return False
+        self._told[name] = said
+        failed = f", {state.failed} failed" if state.failed else ""
+        self.echo(f"batch-api: chunk {name}: {state.status}, "
+                  f"{state.completed}/{state.total} requests done{failed}")  # fmt: skip
+        return True
+
+    def _status_line(self) -> None:
+        """The job at a glance: its chunks by status, items answered, tokens, spend."""
+        by_status: dict[str, int] = {}
+        for status in self._status.values():
+            by_status[status] = by_status.get(status, 0) + 1
+        chunks = ", ".join(f"{n} {status}" for status, n in sorted(by_status.items()))
+        u, s = self.summary.usage, self.summary
+        priced = f"; spent {s.spent:.4f} at batch prices" if self.settings.price_in or \
+            self.settings.price_out else ""  # fmt: skip
+        self.echo(
+            f"batch-api: {plural(len(self._status), 'chunk')} ({chunks}); "
+            f"{plural(s.items_ok, 'item')} answered by this run; tokens in "
+            f"{u.get('prompt_tokens', 0):,}, out {u.get('completion_tokens', 0):,}{priced}"
+        )
 
     # -- one chunk -------------------------------------------------------------------------
     async def _submit(self, ledger: Ledger, chunk: Chunk) -> None:
