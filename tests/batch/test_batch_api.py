@@ -337,3 +337,17 @@ def test_chunks_stay_under_the_size_limit_and_the_job_says_how_it_stands(
     final = [line for line in done.stderr.splitlines() if line.startswith("batch-api: 10 chunks")]
     assert final and "47 items answered by this run" in final[-1], done.stderr
     assert "spent" in final[-1] and "at batch prices" in final[-1]
+
+
+def test_a_checkpoint_written_by_d0670a4_goes_on_through_the_batch_api(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path, n=10), tmp_path / "old.jsonl"
+    # a line as d0670a4 wrote it: no hashes, no job line
+    old = {"ids": ["r0", "r1", "r2"], "results": [{"label": "positive"}] * 3, "usage": {},
+           "attempts": 1, "finished_at": "2026-12-01T00:00:00Z"}  # fmt: skip
+    cp.write_text(json.dumps(old) + "\n")
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1)) as server:
+        done = classify(server, src, cp, *BATCH_API)
+        stats = server.server.snapshot()
+    assert done.returncode == 0, done.stderr
+    assert "3 already done, 7 to do" in done.stderr
+    assert len(answers(cp)) == 10 and stats["items_billed"] == 7
