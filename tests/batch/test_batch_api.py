@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -267,16 +268,33 @@ def test_message_batches_killed_at_any_step_submit_nothing_twice(step: str, tmp_
 
 def test_a_message_batch_still_running_is_waited_for_then_taken(tmp_path: Path) -> None:
     # Message Batches carry no metadata: a batch made by a run killed before it wrote the
-    # id is told by its results' custom_ids, so the chunk waits for it to end
+    # id is told by its results' custom_ids, so the chunk waits for it to end. The
+    # stand-in's batches run until the rerun says it waits; then they end.
     src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
-    with LLMServerThread(LLMServerOptions(batch_seconds=4.0)) as server:
+    with LLMServerThread(LLMServerOptions(batch_seconds=600)) as server:
         killed = classify(server, src, cp, *ANTHROPIC, env={"CRASHSAFE_KILL_AT": "created"})
         assert killed.returncode == -signal.SIGKILL
-        done = classify(server, src, cp, *ANTHROPIC)
+        cmd = [*CLI, "batch", "classify", str(src), "--labels", LABELS, "--checkpoint", str(cp),
+               "--base-url", server.base_url, "--model", "test", "--batch-size", "5",
+               "--no-progress", *ANTHROPIC]  # fmt: skip
+        proc = subprocess.Popen(cmd, env={**cli_env(), "OPENAI_API_KEY": ""}, text=True,
+                                stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)  # fmt: skip
+        said = []
+        try:
+            assert proc.stderr is not None
+            for line in proc.stderr:  # ends when the run does: bounded by its own end
+                said.append(line)
+                if "waiting for it to end to tell" in line:
+                    server.server.options = replace(server.server.options, batch_seconds=0)
+            code = proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         stats = server.server.snapshot()
-    assert done.returncode == 0, done.stderr
-    assert "waiting for it to end to tell" in done.stderr
-    assert "c000001 found at the provider" in done.stderr
+    text = "".join(said)
+    assert code == 0, text
+    assert "waiting for it to end to tell" in text and "c000001 found at the provider" in text
     assert stats["batches_created"] == 4 and stats["items_paid_twice"] == 0
     assert len(answers(cp)) == 47
 
