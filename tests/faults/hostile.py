@@ -4,6 +4,7 @@ is bounded (it stops sending by itself, whatever the client does)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -52,6 +53,9 @@ class HostileSite:
         self.hits: Counter[str] = Counter()
         self.times: defaultdict[str, list[float]] = defaultdict(list)
         self.agents: Counter[str] = Counter()  # User-Agents of the page requests
+        # "slow": robots.txt is answered once this is set (or after 30 s), so that a test
+        # can hold it until every worker it starts needs it
+        self.robots_gate = threading.Event()
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -100,8 +104,8 @@ class HostileSite:
             assert request.transport is not None
             request.transport.abort()  # the connection drops: a network error
             return web.Response()
-        if mode == "slow":  # long enough for a second worker to start on a busy machine
-            await asyncio.sleep(3)
+        if mode == "slow":  # held until the test lets it go
+            await asyncio.get_running_loop().run_in_executor(None, self.robots_gate.wait, 30)
             return web.Response(text="User-agent: *\nDisallow: /private\n")
         return web.Response(status=404)
 

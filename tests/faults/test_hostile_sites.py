@@ -220,10 +220,24 @@ def test_two_workers_fetch_a_robots_txt_once(db_url: str) -> None:
                 )
                 for n, store in enumerate(stores)
             ]
-            await asyncio.wait_for(asyncio.gather(*(c.run() for c in crawlers)), TIME_LIMIT)
+            runs = asyncio.gather(*(c.run() for c in crawlers))
+            await asyncio.wait_for(asyncio.gather(runs, both_need_robots()), TIME_LIMIT)
         finally:
             for store in stores:
                 store.close()
+
+    async def both_need_robots() -> None:
+        """Let robots.txt answer once each worker holds a page (each needs the rules):
+        a fixed delay let one worker take both pages when the other was slow to start."""
+        watch = open_store(db_url)
+        try:
+            for _ in range(int(TIME_LIMIT / 0.05)):
+                if watch.stats(Hostile.name).leased >= 2:
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            watch.close()
+            site.robots_gate.set()
 
     with hostile_site("slow") as (site, base):
         asyncio.run(two_workers(base))
