@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,8 @@ from crashsafe.batch.batchapi.ledger import Ledger, ledger_path
 from crashsafe.batch.checkpoint import dead_letter_path, scan
 from crashsafe.batch.testserver import LLMServerOptions, LLMServerThread
 from crashsafe.batch.testserver_batches import BatchesStandIn
-from tests.batch.test_batch_api import BATCH_API, answers, classify, reviews
+from tests.batch.test_batch_api import BATCH_API, LABELS, answers, classify, reviews
+from tests.helpers import CLI, cli_env
 
 KILL_WHILE_POLLING = {"CRASHSAFE_KILL_AT": "polled"}
 
@@ -267,3 +270,129 @@ def test_a_dead_lettered_requests_cost_counts_once_against_the_total_cap(
     assert failed.returncode == 4, failed.stderr  # in the dead letter after 2 attempts
     billed = (tokens["prompt_tokens"] * 1000 + tokens["completion_tokens"] * 2000) / 1e6 * 0.5
     assert f"({billed:.4f} spent by earlier runs" in capped.stderr, capped.stderr
+
+
+# -- a second review -----------------------------------------------------------------------
+
+
+def run_until_waiting(server: LLMServerThread, cmd: list[str]) -> tuple[int, str]:
+    """Run ``cmd`` while the stand-in's batches hold; once it says it waits for a batch
+    to end, let them end. Its exit status and what it said."""
+    proc = subprocess.Popen(cmd, env={**cli_env(), "OPENAI_API_KEY": ""}, text=True,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)  # fmt: skip
+    said = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # until the run ends
+            said.append(line)
+            if "waiting for it to end to tell" in line:
+                server.server.options = replace(server.server.options, batch_seconds=0)
+        return proc.wait(timeout=120), "".join(said)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def command(server: LLMServerThread, src: Path, cp: Path, *extra: str) -> list[str]:
+    return [*CLI, "batch", "classify", str(src), "--labels", LABELS, "--checkpoint", str(cp),
+            "--base-url", server.base_url, "--model", "test", "--batch-size", "5",
+            "--no-progress", *BATCH_API, *extra]  # fmt: skip
+
+
+def test_a_message_batch_made_before_items_were_removed_is_still_found(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    anthropic = ["--provider", "anthropic"]
+    with LLMServerThread(LLMServerOptions(batch_seconds=600)) as server:
+        killed = classify(server, src, cp, *BATCH_API, *anthropic,
+                          env={"CRASHSAFE_KILL_AT": "created"})  # fmt: skip
+        assert killed.returncode == -signal.SIGKILL
+        # r0-r4, the first request of the chunk at the provider, leave the input
+        src.write_text("\n".join(src.read_text().splitlines()[5:]) + "\n")
+        code, said = run_until_waiting(server, command(server, src, cp, *anthropic))
+        stats = server.server.snapshot()
+    assert code == 0, said
+    assert said.count("waiting for it to end to tell") == 1  # c000001's only: not new ones
+    assert "c000001 found at the provider" in said
+    assert stats["batches_created"] == 4 and stats["items_paid_twice"] == 0
+    assert len(answers(cp)) == 42
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_batch_made_by_a_call_whose_answer_was_lost_is_not_made_again(
+    provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crashsafe.batch.testserver_messages import MessageBatchesStandIn
+
+    owner = BatchesStandIn if provider == "openai" else MessageBatchesStandIn
+    made = owner.create
+    dropped = []
+
+    async def create_then_drop(self: Any, request: Any) -> Any:
+        answer = await made(self, request)
+        if not dropped:  # the first batch is made, its answer never arrives
+            dropped.append(1)
+            request.transport.abort()
+        return answer
+
+    monkeypatch.setattr(owner, "create", create_then_drop)
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.3)) as server:
+        done = classify(server, src, cp, *BATCH_API, "--provider", provider)
+        stats = server.server.snapshot()
+    assert done.returncode == 0, done.stderr
+    assert "looking for it before making it again" in done.stderr
+    assert stats["batches_created"] == 4 and stats["items_submitted_twice"] == 0
+    assert len(answers(cp)) == 47
+
+
+def test_the_total_cap_holds_across_a_crash_loop(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    cap = ["--max-spend-total", "0.002"]  # about two chunks' worst cost
+    with LLMServerThread(LLMServerOptions(batch_seconds=600)) as server:
+        runs = []
+        for _ in range(3):  # each killed while its batches run
+            killed = classify(server, src, cp, *BATCH_API, *cap, env=KILL_WHILE_POLLING)
+            assert killed.returncode == -signal.SIGKILL, killed.stderr
+            runs.append(server.server.snapshot()["batches_created"])
+        server.server.options = replace(server.server.options, batch_seconds=0)
+        final = classify(server, src, cp, *BATCH_API, *cap)
+    assert 0 < runs[0] < 4 and runs == [runs[0]] * 3  # the chunks running hold the cap
+    assert final.returncode == 3, final.stderr  # then the cap stops the job
+    assert sum(line["cost"] for line in scan(cp).lines) <= 0.002
+
+
+def test_the_synchronous_remainder_is_reserved_at_full_price(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path, n=100), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1, latency_ms=200)) as server:
+        first = classify(server, src, cp, *BATCH_API, "--max-spend", "0.0025")
+        assert first.returncode == 3, first.stderr  # some answered at batch prices
+        before = len(scan(cp).lines)
+        rest = classify(server, src, cp, "--via", "auto", "--finish-sync-below", "1000",
+                        "--poll-seconds", "0.05", "--max-spend", "0.002",
+                        "--concurrency", "16")  # fmt: skip
+    spent = sum(line["cost"] for line in scan(cp).lines[before:])
+    assert rest.returncode in (0, 3), rest.stderr
+    assert all("via" not in line for line in scan(cp).lines[before:])
+    assert 0 < spent <= 0.002, (spent, rest.stderr[-600:])
+
+
+def test_a_damaged_job_line_still_guards_against_another_job(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.3)) as server:
+        run_killed_while_polling(server, src, cp)
+        _damage(ledger_path(cp), 0)
+        other = classify(server, src, cp, *BATCH_API, "--model", "other")
+    assert other.returncode != 0 and "still at the provider" in other.stderr
+
+
+def test_a_ledger_copied_beside_another_checkpoint_is_refused(tmp_path: Path) -> None:
+    src = reviews(tmp_path)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.3)) as server:
+        run_killed_while_polling(server, src, a)
+        ledger_path(b).write_bytes(ledger_path(a).read_bytes())
+        refused = classify(server, src, b, *BATCH_API)
+        stats = server.server.snapshot()
+    assert refused.returncode != 0 and "is the ledger of the checkpoint a.jsonl" in refused.stderr
+    assert stats["batches_created"] == 4  # a's, nothing more

@@ -25,6 +25,7 @@ from crashsafe.batch.batchapi.provider import (
     SLACK,
     Answer,
     BatchState,
+    MaybeMade,
     Pending,
     mapping,
 )
@@ -68,7 +69,12 @@ class AnthropicBatches:
         self.say: Callable[[str], None] = lambda line: None
 
     async def _call(
-        self, what: str, call: Callable[[], Awaitable[T]], *, may_be_gone: bool = False
+        self,
+        what: str,
+        call: Callable[[], Awaitable[T]],
+        *,
+        may_be_gone: bool = False,
+        makes: bool = False,
     ) -> T:
         import anthropic
 
@@ -88,6 +94,8 @@ class AnthropicBatches:
                 error = message
             except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
                 error = f"{type(exc).__name__}: {exc.__cause__ or exc}"
+            if makes:  # retrying blind could make it twice: the caller looks first
+                raise MaybeMade(f"{self.base_url} {what}: {error}")
             delay = self.backoff * 2**attempt * random.uniform(0.5, 1.5)
             self.say(f"{self.base_url} {what}: {error}; retrying in {delay:.1f} s")
             await asyncio.sleep(delay)
@@ -120,6 +128,7 @@ class AnthropicBatches:
         made = await self._call(
             "create a batch",
             lambda: self.client.messages.batches.create(requests=requests),  # type: ignore[arg-type]
+            makes=True,
         )
         return str(made.id)
 
@@ -127,10 +136,10 @@ class AnthropicBatches:
         self,
         metadata: dict[str, str],
         since: float,
-        requests: list[dict[str, Any]],
+        custom_ids: list[str],
         known: set[str],
     ) -> str | Pending | None:
-        wanted = {r["custom_id"] for r in requests}
+        wanted = set(custom_ids)
 
         async def candidates() -> list[Any]:
             found = []
@@ -140,7 +149,7 @@ class AnthropicBatches:
                 counts = batch.request_counts
                 size = sum((counts.processing, counts.succeeded, counts.errored,
                             counts.canceled, counts.expired))  # fmt: skip
-                if batch.id not in known and size == len(requests):
+                if batch.id not in known and size == len(custom_ids):
                     found.append(batch)
             return found
 

@@ -5,12 +5,14 @@ asked, and what the provider answered, written as soon as it answers.
 fsync'd like it, and locked while a run has it open (one run at a time, even for two
 checkpoints that map to one ledger). Lines:
 
-- ``{"job_id": "j...", "job": {...}}``: first. The job's id at the provider (every
-  request's ``custom_id``, every file's name and every batch's metadata carry it), random,
-  kept for good; and what the job asks (task, labels, model), written again when a run
-  accepts a change (``--accept-changed``);
-- ``{"chunk": "c000001", "intent": {"job": "j...", "groups": [[ids]], "hashes": [[...]],
-  "attempt": 1}, "at": <unix time>}``: before the chunk's file is uploaded;
+- ``{"job_id": "j...", "job": {...}, "checkpoint": "results.jsonl"}``: first. The job's
+  id at the provider (every request's ``custom_id``, every file's name and every batch's
+  metadata carry it), random, kept for good; what the job asks (task, labels, model),
+  written again when a run accepts a change (``--accept-changed``); the checkpoint's name
+  (a ledger copied beside another checkpoint is refused);
+- ``{"chunk": "c000001", "intent": {"job": "j...", "asked": {...}, "groups": [[ids]],
+  "hashes": [[...]], "attempt": 1}, "at": <unix time>}``: before the chunk's file is
+  uploaded (the job id and what was asked again, for a damaged first line);
 - ``{"chunk": ..., "file": "file-..."}``: once the upload answered;
 - ``{"chunk": ..., "batch": "batch_..."}``: once the batch was created;
 - ``{"chunk": ..., "ended": "completed|expired|cancelled|failed", "failed": N,
@@ -54,6 +56,7 @@ class Chunk:
     at: float
     run: str = ""
     job_id: str = ""
+    asked: dict[str, Any] | None = None  # the job (task, labels, model) it was asked with
     file_id: str | None = None
     batch_id: str | None = None
     ended: str | None = None
@@ -77,6 +80,7 @@ class Ledger:
         self.path = path
         self.job_id = ""
         self.job: dict[str, Any] | None = None  # what its chunks were asked with
+        self.checkpoint = ""  # the name of the checkpoint it belongs to
         self.chunks: dict[str, Chunk] = {}
         self.corrupt = 0
         self.lost: set[str] = set()  # chunks seen without their intent (a damaged line)
@@ -102,6 +106,8 @@ class Ledger:
         for raw in data[:keep].split(b"\n"):
             if raw.strip():
                 self._read(raw, found_ids)
+        if self.job is None:  # the job line was damaged: the intents say what was asked
+            self.job = next((c.asked for c in reversed(self.chunks.values()) if c.asked), None)
         if not self.job_id and found_ids:  # the job line was damaged: the intents say it
             if len(found_ids) > 1:
                 raise StoreError(f"{self.path}: its job line is damaged and its chunks name "
@@ -119,10 +125,12 @@ class Ledger:
         if not self.job_id:
             self.job_id = "j" + secrets.token_hex(8)
 
-    def set_job(self, job: dict[str, Any] | None) -> None:
-        """Write what the job asks (first, or after an accepted change)."""
-        self.write({"job_id": self.job_id, "job": job, "at": time.time()})
-        self.job = job
+    def set_job(self, job: dict[str, Any] | None, checkpoint: str) -> None:
+        """Write what the job asks and whose ledger it is (first, or after an accepted
+        change)."""
+        self.write({"job_id": self.job_id, "job": job, "checkpoint": checkpoint,
+                    "at": time.time()})  # fmt: skip
+        self.job, self.checkpoint = job, checkpoint
 
     def _read(self, raw: bytes, found_ids: set[str]) -> None:
         try:
@@ -137,6 +145,8 @@ class Ledger:
             self.job_id = self.job_id or line["job_id"]
             job = line.get("job")
             self.job = job if isinstance(job, dict) else self.job
+            checkpoint = line.get("checkpoint")
+            self.checkpoint = checkpoint if isinstance(checkpoint, str) else self.checkpoint
             return
         name = line.get("chunk")
         if not isinstance(name, str):
@@ -186,9 +196,9 @@ class Ledger:
             raise StoreError(f"cannot append to {self.path}: {exc.strerror or exc}") from None
 
     def add(self, chunk: Chunk) -> None:
-        chunk.job_id = self.job_id
-        intent = {"job": self.job_id, "groups": chunk.groups, "hashes": chunk.hashes,
-                  "attempt": chunk.attempt, "run": chunk.run}  # fmt: skip
+        chunk.job_id, chunk.asked = self.job_id, self.job
+        intent = {"job": self.job_id, "asked": self.job, "groups": chunk.groups,
+                  "hashes": chunk.hashes, "attempt": chunk.attempt, "run": chunk.run}  # fmt: skip
         self.write({"chunk": chunk.name, "intent": intent, "at": chunk.at})
         self.chunks[chunk.name] = chunk
 
@@ -206,10 +216,11 @@ def _chunk_of(name: str, intent: dict[str, Any], at: Any) -> Chunk | None:
     if [len(g) for g in groups] != [len(h) for h in hashes] or not groups:
         return None
     attempt = intent.get("attempt", 1)
+    asked = intent.get("asked")
     return Chunk(
         name, groups, hashes, attempt if isinstance(attempt, int) and attempt > 0 else 1,
         float(at) if isinstance(at, int | float) else 0.0, str(intent.get("run", "")),
-        str(intent.get("job", "")),
+        str(intent.get("job", "")), asked if isinstance(asked, dict) else None,
     )  # fmt: skip
 
 

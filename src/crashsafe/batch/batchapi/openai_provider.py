@@ -14,7 +14,14 @@ from typing import Any, TypeVar
 import openai
 import orjson
 
-from crashsafe.batch.batchapi.provider import SLACK, Answer, BatchState, Pending, mapping
+from crashsafe.batch.batchapi.provider import (
+    SLACK,
+    Answer,
+    BatchState,
+    MaybeMade,
+    Pending,
+    mapping,
+)
 from crashsafe.batch.llm import REFUSES_EVERYTHING, redact
 from crashsafe.errors import EndpointError
 
@@ -37,7 +44,12 @@ class OpenAIBatches:
         self.say: Callable[[str], None] = lambda line: None
 
     async def _call(
-        self, what: str, call: Callable[[], Awaitable[T]], *, may_be_gone: bool = False
+        self,
+        what: str,
+        call: Callable[[], Awaitable[T]],
+        *,
+        may_be_gone: bool = False,
+        makes: bool = False,
     ) -> T:
         """``call()``, retried; ``may_be_gone``: a 404 is raised as NotFoundError for the
         caller to say what it means (elsewhere a 404 is a wrong base URL)."""
@@ -56,6 +68,8 @@ class OpenAIBatches:
                 error = message
             except (openai.APIConnectionError, openai.APITimeoutError) as exc:
                 error = f"{type(exc).__name__}: {exc.__cause__ or exc}"
+            if makes:  # retrying blind could make it twice: the caller looks first
+                raise MaybeMade(f"{self.base_url} {what}: {error}")
             delay = self.backoff * 2**attempt * random.uniform(0.5, 1.5)
             self.say(f"{self.base_url} {what}: {error}; retrying in {delay:.1f} s")
             await asyncio.sleep(delay)
@@ -109,6 +123,7 @@ class OpenAIBatches:
                 completion_window="24h",
                 metadata=metadata,
             ),
+            makes=True,
         )
         return str(made.id)
 
@@ -116,7 +131,7 @@ class OpenAIBatches:
         self,
         metadata: dict[str, str],
         since: float,
-        requests: list[dict[str, Any]],
+        custom_ids: list[str],
         known: set[str],
     ) -> str | Pending | None:
         """The id of a batch created with ``metadata`` since ``since`` (a run killed after

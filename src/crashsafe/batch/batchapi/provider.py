@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from crashsafe.batch.task import Usage
+from crashsafe.errors import EndpointError
 
 ENDED = frozenset({"completed", "expired", "cancelled", "failed", "ended", "gone"})
 SLACK = 600.0  # seconds: a file or batch made before its intent was written, by clock skew
@@ -45,6 +46,12 @@ class Answer:
     usage: Usage | None = None
 
 
+class MaybeMade(EndpointError):
+    """A call that makes something (a batch) failed in a way that leaves unknown whether
+    the provider made it (a dropped connection, a timeout, a 5xx): look before making
+    it again."""
+
+
 class Pending:
     """``find_batch``'s answer when a batch that may be the chunk's is still running and
     cannot be told apart yet (Anthropic's batches carry no metadata): look again later."""
@@ -68,18 +75,21 @@ class Provider(Protocol):
 
     async def create(
         self, file_id: str | None, requests: list[dict[str, Any]], metadata: dict[str, str]
-    ) -> str: ...
+    ) -> str:
+        """A new batch's id; MaybeMade when it failed in a way that may have made it."""
+        ...
 
     async def find_batch(
         self,
         metadata: dict[str, str],
         since: float,
-        requests: list[dict[str, Any]],
+        custom_ids: list[str],
         known: set[str],
     ) -> str | Pending | None:
-        """The batch a run killed after creating it, before it wrote the id, made for
-        these requests; None if there is none (make it); PENDING if one may be and
-        cannot be told yet."""
+        """The batch made since ``since`` for the requests ``custom_ids`` (by a run
+        killed before it wrote the id, or by a call whose answer was lost), not one of
+        ``known``; None if there is none (make it); PENDING if one may be and cannot be
+        told yet."""
         ...
 
     async def state(self, batch_id: str) -> BatchState: ...

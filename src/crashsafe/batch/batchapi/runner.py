@@ -25,6 +25,7 @@ import asyncio
 import hashlib
 import json
 import os
+import random
 import signal
 import time
 from collections.abc import Sequence
@@ -35,12 +36,12 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from crashsafe.batch.batchapi.ledger import Chunk, Ledger, ledger_path
-from crashsafe.batch.batchapi.provider import PENDING, Answer, BatchState, Provider
+from crashsafe.batch.batchapi.provider import Answer, BatchState, MaybeMade, Pending, Provider
 from crashsafe.batch.checkpoint import encode_line
 from crashsafe.batch.items import Inputs, Item
 from crashsafe.batch.runner import BatchRunner, BatchSettings, _now_iso, job_changes, plural
 from crashsafe.batch.task import TaskCaller, Usage, add_usage
-from crashsafe.errors import ConfigError
+from crashsafe.errors import ConfigError, EndpointError
 
 if TYPE_CHECKING:
     from crashsafe.batch.llm import Classifier
@@ -139,6 +140,8 @@ class BatchApiRunner(BatchRunner):
         self._run_id = f"r{int(time.time())}-{os.getpid()}"
         self._told: dict[str, str] = {}  # what was said of each chunk
         self._status: dict[str, str] = {}  # each chunk's last status seen
+        self._held: dict[str, float] = {}  # chunk -> its worst cost, reserved under a cap
+        self._looked: set[str] = set()  # chunks whose batch this run may have made
 
     def _plan(self, done: dict[str, str | None]) -> list[list[Item]]:
         batches = super()._plan(done)
@@ -194,9 +197,17 @@ class BatchApiRunner(BatchRunner):
                 f"skipped{said}: items not answered are asked again (those of a lost chunk "
                 "may be paid twice)"
             )
+        if ledger.checkpoint and ledger.checkpoint != self.path.name:
+            raise ConfigError(
+                f"{ledger.path} is the ledger of the checkpoint {ledger.checkpoint}, not of "
+                f"{self.path.name} (copied or renamed?): give each its own, or rename them "
+                "back together"
+            )
         running = [c for c in ledger.chunks.values() if c.ended is None]
-        if ledger.job is not None and ledger.job != self.job and running:
-            changes = job_changes(ledger.job, self.job or {})
+        asked = [c.asked or ledger.job for c in running]
+        other = next((a for a in asked if a is not None and a != self.job), None)
+        if other is not None:
+            changes = job_changes(other, self.job or {})
             if not self.settings.accept_changed:
                 raise ConfigError(
                     f"{ledger.path}: {plural(len(running), 'chunk')} still at the provider "
@@ -204,8 +215,8 @@ class BatchApiRunner(BatchRunner):
                     "or --accept-changed to take their answers for this job's"
                 )
             self.echo(f"--accept-changed: collecting the chunks asked with {changes}")
-        if ledger.job != self.job:
-            ledger.set_job(self.job)
+        if ledger.job != self.job or ledger.checkpoint != self.path.name:
+            ledger.set_job(self.job, self.path.name)
 
     async def _run_chunks(self, ledger: Ledger, batches: list[list[Item]]) -> None:
         s, o = self.settings, self.options
@@ -230,6 +241,8 @@ class BatchApiRunner(BatchRunner):
                 f"(counted here), at most {tokens_out:,} output tokens{priced}"
             )
         for chunk in running:
+            if s.capped:  # what it may still cost counts against the caps, as a new one's
+                self._hold(chunk)
             await self._submit(ledger, chunk)
         interval = o.poll_seconds
         while not self._stopping:
@@ -246,12 +259,13 @@ class BatchApiRunner(BatchRunner):
                         self.summary.stopped_by = "spend cap"
                         waiting.clear()
                         break
-                    self._reserved += worst
                 chunk = Chunk(
                     ledger.next_name(), [[i.id for i in g] for g in groups],
                     [[self._hash(i) for i in g] for g in groups], attempt, time.time(),
                     self._run_id,
                 )  # fmt: skip
+                if s.capped:
+                    self._hold(chunk)
                 ledger.add(chunk)
                 killpoint("intent")
                 await self._submit(ledger, chunk)
@@ -270,10 +284,7 @@ class BatchApiRunner(BatchRunner):
                     retry = await self._collect(ledger, chunk, state)
                     waiting += retry
                     running.remove(chunk)
-                    if s.capped:
-                        self._reserved = max(0.0, self._reserved - self._worst_cost(
-                            [[self._by_id[i] for i in g if i in self._by_id] for g in chunk.groups]
-                        )[2])  # fmt: skip
+                    self._reserved -= self._held.pop(chunk.name, 0.0)  # now spent, or not
                     changed = True
                 said = self._tell(chunk.name, state) or said
             if said:
@@ -290,12 +301,20 @@ class BatchApiRunner(BatchRunner):
                 "again to collect them (they are not submitted again)"
             )
 
+    def _hold(self, chunk: Chunk) -> None:
+        """Reserve what ``chunk`` may cost at most (under a spend cap) until it ends."""
+        groups = [[self._by_id[i] for i in g if i in self._by_id] for g in chunk.groups]
+        self._held[chunk.name] = worst = self._worst_cost([g for g in groups if g])[2]
+        self._reserved += worst
+
     async def _finish_sync(self, groups: list[list[Item]]) -> None:
         """Ask ``groups`` as a synchronous run would (its retries, at full price)."""
         self.echo(f"batch-api: {plural(sum(map(len, groups)), 'item')} left, fewer than "
                   f"--finish-sync-below {self.options.finish_sync_below}: asked "
                   "synchronously, at full price")  # fmt: skip
         batch_prices_, self.settings = self.settings, self._full_prices
+        if self.options.discount > 0:  # what a request cost so far, at the prices now paid
+            self._batch_cost /= self.options.discount
         try:
             await BatchRunner._schedule(self, groups)
         finally:
@@ -371,27 +390,50 @@ class BatchApiRunner(BatchRunner):
             chunk.file_id = found
             killpoint("file")
         if chunk.batch_id is None:
-            metadata = {"crashsafe_job": job, "crashsafe_chunk": chunk.name}
-            known = {c.batch_id for c in ledger.chunks.values() if c.batch_id}
-            looked = await self.provider.find_batch(metadata, chunk.at, requests, known)
-            if looked is PENDING:
+            await self._make_batch(ledger, chunk, requests)
+
+    async def _make_batch(
+        self, ledger: Ledger, chunk: Chunk, requests: list[dict[str, Any]]
+    ) -> None:
+        """The batch step of ``_submit``: look for one first where one may exist (a chunk
+        of an earlier run, or one whose making failed half-way), make it otherwise."""
+        job = ledger.job_id
+        metadata = {"crashsafe_job": job, "crashsafe_chunk": chunk.name}
+        ids = [custom_id(job, group) for group in chunk.groups]  # as asked: its intent
+        for attempt in range(8):
+            looked: str | Pending | None = None
+            if chunk.run != self._run_id or chunk.name in self._looked:
+                known = {c.batch_id for c in ledger.chunks.values() if c.batch_id}
+                looked = await self.provider.find_batch(metadata, chunk.at, ids, known)
+            if isinstance(looked, Pending):
                 if self._told.get(chunk.name) != "pending":
                     self._told[chunk.name] = "pending"
                     self.echo(f"batch-api: chunk {chunk.name}: a batch made since it was "
                               "written may be its own; waiting for it to end to tell")  # fmt: skip
                 return
             how = "submitted"
-            if isinstance(looked, str):
+            if looked is not None:
                 batch = looked
                 how = "found at the provider (made by a run stopped before it wrote the id)"
             else:
-                batch = await self.provider.create(chunk.file_id, requests, metadata)
+                self._looked.add(chunk.name)  # from here on, a batch of it may exist
+                try:
+                    batch = await self.provider.create(chunk.file_id, requests, metadata)
+                except MaybeMade as exc:
+                    delay = min(60.0, 2.0**attempt) * random.uniform(0.5, 1.5)
+                    self.echo(f"{exc}; looking for it before making it again, in "
+                              f"{delay:.1f} s")  # fmt: skip
+                    await asyncio.sleep(delay)
+                    continue
                 killpoint("created")
             ledger.write({"chunk": chunk.name, "batch": batch})
             chunk.batch_id = batch
             killpoint("batch")
             self.echo(f"batch-api: chunk {chunk.name} {how} "
-                      f"({plural(len(chunk.groups), 'request')}, batch {batch})")  # fmt: skip
+                      f"({plural(len(requests), 'request')}, batch {batch})")  # fmt: skip
+            return
+        raise EndpointError(f"{self.provider.name}: could not make a batch for chunk "
+                            f"{chunk.name} in 8 tries: run the same command again")  # fmt: skip
 
     async def _collect(
         self, ledger: Ledger, chunk: Chunk, state: BatchState
