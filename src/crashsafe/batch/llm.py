@@ -1,6 +1,8 @@
-"""Classify with any OpenAI-compatible chat endpoint, paying for nothing twice in a run.
+"""LLM tasks with any OpenAI-compatible chat endpoint, paying for nothing twice in a run:
+``PromptTask`` (a prompt per batch of items, its answer read into one result per item:
+subclass it for a task of your own) and ``Classifier`` (``batch classify``).
 
-Structured output is validated (pydantic) and re-asked when invalid; 429 and 5xx are
+Answers are validated and re-asked when invalid; 429 and 5xx are
 retried honouring ``Retry-After``, with one cooldown shared by every batch in flight (when
 the endpoint says "slow down", nobody hammers it); the tokens of every attempt are counted.
 """
@@ -110,13 +112,46 @@ def validate(text: str, items: Sequence[Item], labels: Sequence[str]) -> list[di
     return [{"label": got[item.id]} for item in items]
 
 
-class Classifier:
-    """A batch task: ``await Classifier(...)(items)`` → one ``{"label": ...}`` per item."""
+class PromptTask:
+    """An LLM task: ``await task(items)`` asks the model once per batch of items (a system
+    prompt, then the items) and reads its answer into one result per item, re-asking
+    when the answer is invalid. The same requests go through a provider's Batch API.
+
+    Subclass it and define:
+
+    - ``name``: the task's name, kept in the checkpoint's job line;
+    - ``system_prompt()``: the instructions (their hash is kept too: another prompt is
+      another job);
+    - ``answers(text, items)``: one JSON-able result per item from the reply's text, in
+      item order; raise ``ValueError`` saying what is wrong to have it asked again;
+    - optionally ``user_prompt(items)`` (default: ``[id] text`` lines), ``json_mode``
+      (default True: the reply is a JSON object) and ``job_fields()`` (more of what the
+      answers depend on).
+
+    ``crashsafe batch run --task file.py:MyTask --base-url ... --model ...`` makes it with
+    the endpoint's options; ``--via batch-api`` sends it through the provider's Batch API.
+    """
+
+    name = "prompt"
+    json_mode = True
+    invalid_hint = "Reply again with only the JSON object, one entry per id."
+
+    def system_prompt(self) -> str:
+        raise NotImplementedError(f"{type(self).__name__} needs a system_prompt()")
+
+    def user_prompt(self, items: Sequence[Item]) -> str:
+        return user_prompt(items)
+
+    def answers(self, text: str, items: Sequence[Item]) -> list[Any]:
+        """The results of ``items`` from a reply's text; ValueError says what is wrong."""
+        raise NotImplementedError(f"{type(self).__name__} needs an answers(text, items)")
+
+    def job_fields(self) -> dict[str, Any]:
+        return {}
 
     def __init__(
         self,
         *,
-        labels: Sequence[str],
         base_url: str,
         model: str,
         api_key: str,
@@ -130,7 +165,6 @@ class Classifier:
         self.raw_base_url = base_url  # for another client of the same endpoint
         self._reached = False  # some call got an answer: connection errors are hiccups
         self._said = 0.0  # when the last retry line was written
-        self.labels = list(labels)
         self.model = model
         self._secrets = [api_key]
         self.max_reasks = max_reasks
@@ -142,22 +176,17 @@ class Classifier:
         )
 
     def job(self) -> dict[str, Any]:
-        """What the answers depend on, kept in the checkpoint: a rerun with other labels,
-        another model or another prompt (its text, hashed) would mix answers."""
-        prompt = hashlib.sha256(system_prompt(self.labels).encode()).hexdigest()[:12]
-        return {"task": "classify", "labels": self.labels, "model": self.model, "prompt": prompt}
+        """What the answers depend on, kept in the checkpoint: a rerun with another task,
+        model or prompt (its text, hashed) would mix answers."""
+        prompt = hashlib.sha256(self.system_prompt().encode()).hexdigest()[:12]
+        return {"task": self.name, **self.job_fields(), "model": self.model, "prompt": prompt}
 
     async def _complete(self, messages: list[ChatCompletionMessageParam], usage: Usage) -> str:
         error = ""
         for attempt in range(self.max_retries + 1):
             await self.cooldown.wait()
             try:
-                response = await self.client.chat.completions.create(
-                    model=self.model,
-                    messages=messages,
-                    response_format={"type": "json_object"},
-                    temperature=0,
-                )
+                response = await self.client.chat.completions.create(**self._body(messages))
             except openai.APIStatusError as exc:
                 message = redact(f"HTTP {exc.status_code}: {exc.message}", self._secrets)
                 if exc.status_code in REFUSES_EVERYTHING:
@@ -218,27 +247,24 @@ class Classifier:
 
     def messages(self, items: Sequence[Item]) -> list[ChatCompletionMessageParam]:
         return [
-            {"role": "system", "content": system_prompt(self.labels)},
-            {"role": "user", "content": user_prompt(items)},
+            {"role": "system", "content": self.system_prompt()},
+            {"role": "user", "content": self.user_prompt(items)},
         ]
+
+    def _body(self, messages: Any) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": 0}
+        if self.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        return body
 
     def request_body(
         self, items: Sequence[Item], *, max_tokens: int | None = None
     ) -> dict[str, Any]:
         """The chat completion request for ``items``, as a provider's batch file holds it."""
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": self.messages(items),
-            "response_format": {"type": "json_object"},
-            "temperature": 0,
-        }
+        body = self._body(self.messages(items))
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
         return body
-
-    def answers(self, text: str, items: Sequence[Item]) -> list[dict[str, str]]:
-        """The results of ``items`` from a reply's text; ValueError says what is wrong."""
-        return validate(text, items, self.labels)
 
     async def __call__(self, items: list[Item]) -> BatchOutput:
         usage: Usage = {}
@@ -247,7 +273,7 @@ class Classifier:
         for _ in range(self.max_reasks + 1):
             text = await self._complete(messages, usage)
             try:
-                return BatchOutput(validate(text, items, self.labels), usage)
+                return BatchOutput(list(self.answers(text, items)), usage)
             except ValueError as exc:
                 problem = str(exc)
                 add_usage(usage, {"reasks": 1})
@@ -255,10 +281,28 @@ class Classifier:
                     {"role": "assistant", "content": text},
                     {
                         "role": "user",
-                        "content": f"That answer is invalid: {problem}. Reply again with only "
-                        "the JSON object, one entry per id.",
+                        "content": f"That answer is invalid: {problem}. {self.invalid_hint}",
                     },
                 ]
         raise BatchTaskError(
             f"invalid output after {self.max_reasks + 1} asks: {problem}", usage=usage
         )
+
+
+class Classifier(PromptTask):
+    """``batch classify``: one ``{"label": ...}`` per item, among ``labels``."""
+
+    name = "classify"
+
+    def __init__(self, *, labels: Sequence[str], **endpoint: Any) -> None:
+        self.labels = list(labels)
+        super().__init__(**endpoint)
+
+    def system_prompt(self) -> str:
+        return system_prompt(self.labels)
+
+    def answers(self, text: str, items: Sequence[Item]) -> list[dict[str, str]]:
+        return validate(text, items, self.labels)
+
+    def job_fields(self) -> dict[str, Any]:
+        return {"labels": self.labels}

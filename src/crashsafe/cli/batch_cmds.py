@@ -21,6 +21,7 @@ from crashsafe.batch.progress import BatchProgress
 from crashsafe.batch.runner import BatchRunner, BatchSettings, BatchSummary, plural
 from crashsafe.batch.task import Task, TaskCaller, load_task
 from crashsafe.cli import exits
+from crashsafe.cli.llm_options import llm_env, llm_options, pop_llm_options
 from crashsafe.cli.options import fmt_seconds, log_options, serve_until_interrupted
 from crashsafe.errors import ConfigError
 
@@ -112,7 +113,7 @@ def run_job(
 
         runner = BatchApiRunner(
             task, inputs, checkpoint, settings, batch_api, echo=echo,  # type: ignore[arg-type]
-            handle_signals=opts.get("handle_signals", True),
+            handle_signals=opts.get("handle_signals", True), whole_rows=whole_rows,
         )  # fmt: skip
         settings = runner.settings  # at batch prices
     else:
@@ -193,6 +194,7 @@ def batch() -> None:
 
 @batch.command("run")
 @run_options
+@llm_options
 @click.option(
     "--task",
     "task_target",
@@ -204,89 +206,37 @@ def run_cmd(task_target: str, **opts: Any) -> None:
     """Run TASK over INPUT (JSONL, CSV or text lines), batch by batch, resumably.
 
     Kill it at any moment and run the same command again: finished batches are skipped,
-    so nothing is paid twice except the batches that were in flight.
+    so nothing is paid twice except the batches that were in flight. A task that is a
+    crashsafe.batch.PromptTask class asks an LLM (--base-url, --model), and can go
+    through a provider's Batch API (--via batch-api).
     """
+    from crashsafe.batch.llm import PromptTask
+
+    llm = pop_llm_options(opts)
+    target = load_task(task_target)
+    if isinstance(target, type) and issubclass(target, PromptTask):
+        url, chosen, key = llm_env(llm.base_url, llm.model)
+        task = target(base_url=url, model=chosen, api_key=key)
+        batch_api = llm.batch_api(url, key)
+        run_job(task, job=task.job(), whole_rows=True, batch_api=batch_api, **opts)
+        return
+    given = [name for name, used in llm.given().items() if used]
+    if given:
+        raise ConfigError(
+            f"{', '.join(given)}: for an LLM task; {task_target} is a Python function, which "
+            "no provider can run: make it a crashsafe.batch.PromptTask (docs/batch.md)"
+        )
     where, _, name = task_target.rpartition(":")
     # A file's task by its file name: the same task run from another folder is the same.
     named = f"{Path(where).name}:{name}" if where.endswith(".py") else task_target
-    run_job(load_task(task_target), job={"task": named}, whole_rows=True, **opts)
-
-
-PROVIDER_LIMITS = {"openai": (50_000, 200), "anthropic": (100_000, 256)}  # requests, MB
-
-
-def llm_env(base_url: str | None, model: str | None) -> tuple[str, str, str]:
-    url = base_url or os.environ.get("CRASHSAFE_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
-    if not url:
-        raise ConfigError(
-            "no endpoint: pass --base-url (any OpenAI-compatible /v1 URL) or set "
-            "OPENAI_BASE_URL; `crashsafe batch llm-server` runs a local one for trying"
-        )
-    chosen = model or os.environ.get("CRASHSAFE_LLM_MODEL") or "gpt-4o-mini"
-    from crashsafe.batch.llm import NO_KEY
-
-    key = os.environ.get("OPENAI_API_KEY") or NO_KEY
-    return url, chosen, key
+    run_job(target, job={"task": named}, whole_rows=True, **opts)
 
 
 @batch.command("classify")
 @run_options
 @click.option("--labels", required=True, help="Comma-separated labels, e.g. positive,negative.")
-@click.option("--base-url", help="OpenAI-compatible endpoint (env OPENAI_BASE_URL).")
-@click.option("--model", help="Model name (env CRASHSAFE_LLM_MODEL; default gpt-4o-mini).")
-@click.option("--price-in", type=float, default=0.0, help="Price per 1M prompt tokens.")
-@click.option("--price-out", type=float, default=0.0, help="Price per 1M completion tokens.")
-@click.option(
-    "--max-spend",
-    type=float,
-    help="Stop scheduling before this run could spend more than this (per run: a rerun "
-    "starts from 0).",
-)
-@click.option(
-    "--max-spend-total",
-    type=float,
-    help="The same for the whole job: what earlier runs spent (kept in the checkpoint) "
-    "counts too, so a crash loop cannot reset it.",
-)
-@click.option("--via", type=click.Choice(["sync", "batch-api", "auto"]), default="sync",
-              show_default=True,
-              help="batch-api: through the provider's Batch API, at its batch prices "
-              "(OpenAI: half), answers within 24 h; a killed run resumes without "
-              "submitting twice. auto: the same, but fewer than --finish-sync-below "
-              "items left are asked synchronously.")  # fmt: skip
-@click.option("--finish-sync-below", type=click.IntRange(0), metavar="N",
-              help="With the Batch API: once fewer than N items are left to ask and no "
-              "batch runs (a small job, failed lines, an expired batch's leftovers), ask "
-              "them synchronously at full price (default: 100 with --via auto, else 0)."
-              )  # fmt: skip
-@click.option("--provider", type=click.Choice(["openai", "anthropic"]), default="openai",
-              show_default=True, help="Whose Batch API: openai (Files and Batches) or "
-              "anthropic (Message Batches: crashsafe[anthropic], key from "
-              "ANTHROPIC_API_KEY, --base-url https://api.anthropic.com/v1).")  # fmt: skip
-@click.option("--poll-seconds", type=click.FloatRange(min=0.01), default=30.0,
-              show_default=True, help="First wait between two looks at the batches (it "
-              "grows to 300 s while nothing changes).")  # fmt: skip
-@click.option("--chunk-requests", type=click.IntRange(1), metavar="N",
-              help="Requests per provider batch at most (default: the provider's limit, "
-              "OpenAI 50 000, Anthropic 100 000).")  # fmt: skip
-@click.option("--chunk-mb", type=click.FloatRange(min=0, min_open=True), metavar="MB",
-              help="A provider batch's size at most, in MB (default: the provider's limit, "
-              "OpenAI 200, Anthropic 256).")  # fmt: skip
-@click.option("--batch-discount", type=click.FloatRange(0, 1), default=0.5, show_default=True,
-              help="Batch prices as a share of --price-in/--price-out.")  # fmt: skip
-def classify_cmd(
-    labels: str,
-    base_url: str | None,
-    model: str | None,
-    via: str,
-    provider: str,
-    finish_sync_below: int | None,
-    poll_seconds: float,
-    chunk_requests: int | None,
-    chunk_mb: float | None,
-    batch_discount: float,
-    **opts: Any,
-) -> None:
+@llm_options
+def classify_cmd(labels: str, **opts: Any) -> None:
     """Classify INPUT with an LLM into --labels; the API key comes from OPENAI_API_KEY.
 
     Invalid answers are re-asked, 429/5xx retried with one cooldown shared by all batches
@@ -301,28 +251,10 @@ def classify_cmd(
         raise ConfigError(f"--labels: {', '.join(twice)} given twice; give each label once")
     if len(names) < 2:
         raise ConfigError("--labels: give at least two labels, e.g. positive,negative")
-    url, chosen, key = llm_env(base_url, model)
+    llm = pop_llm_options(opts)
+    url, chosen, key = llm_env(llm.base_url, llm.model)
     classifier = Classifier(labels=names, base_url=url, model=chosen, api_key=key)
-    batch_api = None
-    if via == "sync" and finish_sync_below is not None:
-        raise ConfigError("--finish-sync-below: only with --via batch-api or --via auto")
-    if via != "sync":
-        if provider == "anthropic":
-            from crashsafe.batch.batchapi.anthropic_provider import anthropic_client
-
-            anthropic_client(url, key)  # the package is there, or say how to get it
-        from crashsafe.batch.batchapi.runner import BatchApiOptions
-
-        if finish_sync_below is None:
-            finish_sync_below = 100 if via == "auto" else 0
-        most_requests, most_mb = PROVIDER_LIMITS[provider]
-        batch_api = BatchApiOptions(
-            poll_seconds=poll_seconds, chunk_requests=chunk_requests or most_requests,
-            chunk_bytes=int((chunk_mb or most_mb) * 2**20), discount=batch_discount,
-            finish_sync_below=finish_sync_below, provider=provider,
-            api_key=os.environ.get("ANTHROPIC_API_KEY", "") if provider == "anthropic" else "",
-        )  # fmt: skip
-    run_job(classifier, job=classifier.job(), batch_api=batch_api, **opts)
+    run_job(classifier, job=classifier.job(), batch_api=llm.batch_api(url, key), **opts)
 
 
 @batch.command("report")

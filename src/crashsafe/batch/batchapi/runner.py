@@ -44,7 +44,7 @@ from crashsafe.batch.task import TaskCaller, Usage, add_usage
 from crashsafe.errors import ConfigError, EndpointError
 
 if TYPE_CHECKING:
-    from crashsafe.batch.llm import Classifier
+    from crashsafe.batch.llm import PromptTask
 
 KILL_AT = "CRASHSAFE_KILL_AT"  # tests: "step" or "step:n" SIGKILLs the run there
 
@@ -94,7 +94,7 @@ def custom_id(job_id: str, ids: Sequence[str]) -> str:
     return f"{job_id}-{hashlib.sha256(chr(10).join(ids).encode()).hexdigest()[:24]}"
 
 
-def make_provider(classifier: Classifier, options: BatchApiOptions) -> Provider:
+def make_provider(classifier: PromptTask, options: BatchApiOptions) -> Provider:
     secrets = [*classifier._secrets, options.api_key]
     if options.provider == "anthropic":
         from crashsafe.batch.batchapi.anthropic_provider import (
@@ -119,7 +119,7 @@ def batch_prices(settings: BatchSettings, discount: float) -> BatchSettings:
 class BatchApiRunner(BatchRunner):
     def __init__(
         self,
-        classifier: Classifier,
+        classifier: PromptTask,
         inputs: Inputs,
         checkpoint_path: Path,
         settings: BatchSettings,
