@@ -25,8 +25,8 @@ def import_target(where: str, *, error: type[ConfigError] = ConfigError) -> Modu
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:
-            raise error(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
+        except (Exception, SystemExit) as exc:
+            raise error(f"importing {path} failed: {type(exc).__name__}: {exc}") from None
         return module
     try:
         return importlib.import_module(where)

@@ -72,3 +72,82 @@ def test_a_python_function_cannot_be_sent_to_a_batch_api(tmp_path: Path) -> None
     assert refused.returncode != 0
     assert "--base-url, --via: for an LLM task" in refused.stderr
     assert "PromptTask" in refused.stderr and "Traceback" not in refused.stderr
+
+
+BAD_TASKS = """
+import json
+from crashsafe.batch import PromptTask
+from examples_llm_task import Urgency
+
+class WrongCount(Urgency):
+    def answers(self, text, items):
+        return super().answers(text, items)[:-1]
+
+class Raises(Urgency):
+    def answers(self, text, items):
+        return [json.loads(text)["no such key"]]
+
+class NotJson(Urgency):
+    def answers(self, text, items):
+        return [object() for _ in items]
+
+class NoSystemPrompt(PromptTask):
+    name = "nothing"
+"""
+
+
+def bad_tasks(tmp_path: Path) -> Path:
+    (tmp_path / "examples_llm_task.py").write_text((ROOT / "examples" / "llm_task.py").read_text())
+    path = tmp_path / "bad.py"
+    path.write_text(BAD_TASKS)
+    return path
+
+
+@pytest.mark.parametrize("via", [[], VIA])
+@pytest.mark.parametrize("name", ["WrongCount", "Raises", "NotJson"])
+def test_a_task_whose_answers_are_wrong_fails_its_requests_not_the_run(
+    name: str, via: list[str], tmp_path: Path
+) -> None:
+    src, cp, tasks = messages(tmp_path, n=10), tmp_path / "out.jsonl", bad_tasks(tmp_path)
+    env = {"PYTHONPATH": str(tmp_path)}
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1)) as server:
+        cmd = [*CLI, "batch", "run", str(src), "--task", f"{tasks}:{name}", "--checkpoint",
+               str(cp), "--base-url", server.base_url, "--model", "test", "--batch-size", "5",
+               "--no-progress", "--price-in", "1", "--price-out", "2", "--max-attempts", "1",
+               *via]  # fmt: skip
+        first = subprocess.run(cmd, env={**cli_env(), "OPENAI_API_KEY": "", **env}, text=True,
+                               capture_output=True, timeout=120)  # fmt: skip
+        again = subprocess.run(cmd, env={**cli_env(), "OPENAI_API_KEY": "", **env}, text=True,
+                               capture_output=True, timeout=120)  # fmt: skip
+    for run in (first, again):
+        assert run.returncode == 4, run.stderr  # the dead letter's exit status
+        assert "Traceback" not in run.stderr
+    found = scan(cp)
+    assert found.corrupt == 0 and not found.lines  # nothing half-written, nothing stored
+    dead = [json.loads(line) for line in (tmp_path / "out.failed.jsonl").read_text().splitlines()]
+    assert dead and all(line["cost"] > 0 for line in dead)  # what they cost is counted
+
+
+def test_a_task_that_cannot_be_made_says_so_in_one_line(tmp_path: Path) -> None:
+    src, tasks = messages(tmp_path, n=3), bad_tasks(tmp_path)
+    with LLMServerThread() as server:
+        cmd = [*CLI, "batch", "run", str(src), "--task", f"{tasks}:NoSystemPrompt",
+               "--checkpoint", str(tmp_path / "out.jsonl"),
+               "--base-url", server.base_url]  # fmt: skip
+        refused = subprocess.run(cmd, env={**cli_env(), "PYTHONPATH": str(tmp_path)},
+                                 text=True, capture_output=True, timeout=60)  # fmt: skip
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "the task cannot be made" in refused.stderr and "system_prompt" in refused.stderr
+
+
+def test_a_synchronous_run_waits_for_the_chunks_still_at_the_provider(tmp_path: Path) -> None:
+    src, cp = messages(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.2)) as server:
+        killed = run(server, src, cp, *VIA, env={"CRASHSAFE_KILL_AT": "polled"})
+        assert killed.returncode == -signal.SIGKILL
+        sync = run(server, src, cp)
+        collected = run(server, src, cp, *VIA)
+        stats = server.server.snapshot()
+    assert sync.returncode != 0 and "still at the provider" in sync.stderr
+    assert collected.returncode == 0, collected.stderr
+    assert len(answers(cp)) == 23 and stats["items_paid_twice"] == 0

@@ -112,6 +112,10 @@ def validate(text: str, items: Sequence[Item], labels: Sequence[str]) -> list[di
     return [{"label": got[item.id]} for item in items]
 
 
+class TaskBug(Exception):
+    """A task's ``answers()`` failed otherwise than by saying the reply is invalid."""
+
+
 class PromptTask:
     """An LLM task: ``await task(items)`` asks the model once per batch of items (a system
     prompt, then the items) and reads its answer into one result per item, re-asking
@@ -273,7 +277,9 @@ class PromptTask:
         for _ in range(self.max_reasks + 1):
             text = await self._complete(messages, usage)
             try:
-                return BatchOutput(list(self.answers(text, items)), usage)
+                return BatchOutput(self._answers(text, items), usage)
+            except TaskBug as exc:  # not worth asking again: fail the batch, tokens counted
+                raise BatchTaskError(str(exc), usage=usage) from exc
             except ValueError as exc:
                 problem = str(exc)
                 add_usage(usage, {"reasks": 1})
@@ -287,6 +293,16 @@ class PromptTask:
         raise BatchTaskError(
             f"invalid output after {self.max_reasks + 1} asks: {problem}", usage=usage
         )
+
+    def _answers(self, text: str, items: Sequence[Item]) -> list[Any]:
+        """``answers()``, its own bugs told apart from an invalid reply (ValueError)."""
+        try:
+            return list(self.answers(text, items))
+        except ValueError:
+            raise
+        except Exception as exc:
+            raise TaskBug(f"{type(self).__name__}.answers() raised {type(exc).__name__}: "
+                          f"{exc}") from exc  # fmt: skip
 
 
 class Classifier(PromptTask):

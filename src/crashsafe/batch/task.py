@@ -47,7 +47,7 @@ def load_task(target: str) -> Task:
     module = import_target(where)
     task = getattr(module, name, None)
     if not callable(task):
-        raise ConfigError(f"{where} has no function {name!r}")
+        raise ConfigError(f"{where} has no function or class {name!r}")
     return task  # type: ignore[no-any-return]
 
 

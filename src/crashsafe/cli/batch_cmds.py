@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -106,6 +107,8 @@ def run_job(
         grace_seconds=opts.get("grace_seconds", 30.0),
     )
     checkpoint = Path(opts["checkpoint"])
+    if batch_api is None:
+        refuse_while_at_provider(checkpoint)
     echo = lambda line: click.echo(line, err=True)  # noqa: E731
     runner: BatchRunner
     if batch_api is not None:
@@ -132,6 +135,28 @@ def run_job(
         runner.progress = BatchProgress(runner.summary, priced=priced)
     summary = aio.run(runner.run())
     finish(summary, checkpoint, settings, exit_on_end=opts.get("exit_on_end", True))
+
+
+def refuse_while_at_provider(checkpoint: Path) -> None:
+    """A synchronous run must not ask again what chunks of a Batch API run still hold."""
+    from crashsafe.batch.batchapi.ledger import Ledger, ledger_path
+
+    path = ledger_path(checkpoint)
+    if not path.exists():
+        return
+    ledger = Ledger(path)
+    ledger.open()
+    try:
+        running = [c for c in ledger.chunks.values() if c.ended is None]
+    finally:
+        ledger.close()
+    if running:
+        items = sum(len(c.ids) for c in running)
+        raise ConfigError(
+            f"{plural(len(running), 'chunk')} of {plural(items, 'item')} still at the "
+            f"provider ({path}): run with --via batch-api (or auto) to collect them first; "
+            "asked synchronously now they would be paid twice"
+        )
 
 
 def finish(
@@ -199,8 +224,9 @@ def batch() -> None:
     "--task",
     "task_target",
     required=True,
-    metavar="MODULE:FUNCTION",
-    help="module:function or path/file.py:function; gets a list of items.",
+    metavar="MODULE:NAME",
+    help="module:function or path/file.py:function (gets a list of items), or a "
+    "crashsafe.batch.PromptTask class (an LLM task: takes the LLM options).",
 )
 def run_cmd(task_target: str, **opts: Any) -> None:
     """Run TASK over INPUT (JSONL, CSV or text lines), batch by batch, resumably.
@@ -216,15 +242,27 @@ def run_cmd(task_target: str, **opts: Any) -> None:
     target = load_task(task_target)
     if isinstance(target, type) and issubclass(target, PromptTask):
         url, chosen, key = llm_env(llm.base_url, llm.model)
-        task = target(base_url=url, model=chosen, api_key=key)
+        try:
+            task = target(base_url=url, model=chosen, api_key=key)
+            job = task.job()
+            json.dumps(job)
+        except Exception as exc:
+            raise ConfigError(
+                f"--task {task_target}: the task cannot be made ({type(exc).__name__}: {exc}); "
+                "a PromptTask takes the endpoint's keyword arguments (base_url, model, "
+                "api_key) on to PromptTask.__init__, and defines name, system_prompt() and "
+                "answers() (docs/batch.md, Your own task)"
+            ) from None
         batch_api = llm.batch_api(url, key)
-        run_job(task, job=task.job(), whole_rows=True, batch_api=batch_api, **opts)
+        run_job(task, job=job, whole_rows=True, batch_api=batch_api, **opts)
         return
     given = [name for name, used in llm.given().items() if used]
     if given:
+        what = "a class" if isinstance(target, type) else "a Python function"
         raise ConfigError(
-            f"{', '.join(given)}: for an LLM task; {task_target} is a Python function, which "
-            "no provider can run: make it a crashsafe.batch.PromptTask (docs/batch.md)"
+            f"{', '.join(given)}: for an LLM task; {task_target} is {what}, not a "
+            "crashsafe.batch.PromptTask, and no provider can run code: make it a PromptTask "
+            "(docs/batch.md, Your own task)"
         )
     where, _, name = task_target.rpartition(":")
     # A file's task by its file name: the same task run from another folder is the same.

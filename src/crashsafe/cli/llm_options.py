@@ -104,6 +104,8 @@ class LLMOptions:
             "--finish-sync-below": self.finish_sync_below is not None,
             "--chunk-requests": self.chunk_requests is not None,
             "--chunk-mb": self.chunk_mb is not None,
+            "--poll-seconds": self.poll_seconds != 30.0,
+            "--batch-discount": self.batch_discount != 0.5,
         }  # fmt: skip
 
     def batch_api(self, url: str, key: str) -> BatchApiOptions | None:

@@ -460,10 +460,11 @@ class BatchApiRunner(BatchRunner):
             error, results = self._read_answer(answers.get(custom_id(ledger.job_id, ids)),
                                                items, usage, state)  # fmt: skip
             if results is not None:
-                await self._write_answer(chunk, [ids[n] for n in keep], [hashes[n] for n in keep],
-                                         results, usage)  # fmt: skip
-                killpoint("answer")
-                continue
+                kept = [ids[n] for n in keep], [hashes[n] for n in keep]
+                error = await self._write_answer(chunk, *kept, results, usage)
+                if not error:
+                    killpoint("answer")
+                    continue
             failed += 1
             self._account(usage)
             if chunk.attempt < self.settings.max_attempts:
@@ -499,20 +500,31 @@ class BatchApiRunner(BatchRunner):
         if answer.text is None:
             return answer.error, None
         try:
-            return "", self.classifier.answers(answer.text, items)
+            results = list(self.classifier.answers(answer.text, items))
         except ValueError as exc:
             return f"invalid output: {exc}", None
+        except Exception as exc:  # the task's own bug: this request fails, not the run
+            return f"the task's answers() raised {type(exc).__name__}: {exc}", None
+        if len(results) != len(items):
+            return f"the task's answers() gave {len(results)} results for {len(items)} items", None
+        return "", results
 
     async def _write_answer(self, chunk: Chunk, ids: list[str], hashes: list[str],
-                            results: list[Any], usage: Usage) -> None:  # fmt: skip
+                            results: list[Any], usage: Usage) -> str:  # fmt: skip
+        """Append one request's answers; why they cannot be (not JSON), or ""."""
         line = {"batch": chunk.name, "ids": ids, "hashes": hashes, "results": results,
                 "usage": usage, "attempts": chunk.attempt, "via": "batch-api",
                 "provider_batch": chunk.batch_id, "finished_at": _now_iso()}  # fmt: skip
         if self.settings.price_in or self.settings.price_out:
             line["cost"] = round(self.settings.cost(usage), 9)
             line["priced"] = f"batch ({self.options.discount:.0%} of the given prices)"
-        await self._write(encode_line(line))
+        try:
+            encoded = encode_line(line)
+        except (TypeError, ValueError) as exc:
+            return f"results are not JSON: {exc}"
+        await self._write(encoded)
         self._answered.update(ids)
         self._account(usage)
         self.summary.batches_ok += 1
         self.summary.items_ok += len(ids)
+        return ""
