@@ -56,6 +56,7 @@ class LLMServer:
     def __init__(self, options: LLMServerOptions | None = None) -> None:
         self.options = options or LLMServerOptions()
         self.requests = 0
+        self.api_calls = 0  # every request under /v1/
         self.statuses: Counter[int] = Counter()
         self.billed: Counter[str] = Counter()
         self.tokens = Counter[str]()
@@ -64,14 +65,23 @@ class LLMServer:
         self.batches = BatchesStandIn(self)
 
     def app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[self._count_calls])
         app.router.add_post("/v1/chat/completions", self.completions)
         app.router.add_get("/stats", self.stats)
         app.router.add_post("/reset", self.reset)
         self.batches.routes(app)
         return app
 
+    @web.middleware
+    async def _count_calls(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Every call to the API (not /stats nor /reset): a kill test kills after the k-th."""
+        if request.path.startswith("/v1/"):
+            self.api_calls += 1
+        response: web.StreamResponse = await handler(request)
+        return response
+
     async def reset(self, request: web.Request) -> web.Response:
+        self.api_calls = 0
         self.requests = 0
         self.statuses.clear()
         self.billed.clear()
@@ -149,6 +159,7 @@ class LLMServer:
         self.batches.settle()  # batches run unwatched, as a provider's do: bill them first
         return {
             "requests": self.requests,
+            "api_calls": self.api_calls,
             "statuses": {str(k): v for k, v in self.statuses.items()},
             "items_billed": sum(self.billed.values()),
             "distinct_items_billed": len(self.billed),

@@ -8,7 +8,8 @@ job (upload, create, poll, then write: the usual script) and ``crashsafe batch c
 --via batch-api`` are killed at the same seeded points: each start stops at a named step
 (``CRASHSAFE_KILL_AT``: before an upload, after it, after its id is written, after a
 batch is created, after its id is written, after a poll, after an answer is written) or
-at a seeded moment, then a last start runs to the end. Then we count.
+after a seeded number of its calls to the API (the stand-in counts them: never the
+clock), then a last start runs to the end. Then we count.
 """
 
 from __future__ import annotations
@@ -28,25 +29,23 @@ from pathlib import Path
 from crashsafe.batch.batchapi.runner import KILL_AT
 from crashsafe.batch.items import read_items
 from crashsafe.batch.testserver import label_for
-from crashsafe.demo.process import ServiceProcess
 from crashsafe.errors import CrashsafeError
-from crashsafe.killtest.batch_mode import BATCH_SIZE, CALLS, LABELS, _stored, sample_path
+from crashsafe.killtest.batch_mode import (
+    BATCH_SIZE,
+    CALLS,
+    LABELS,
+    LLMServerProcess,
+    _stored,
+    sample_path,
+)
 from crashsafe.killtest.runner import stop_process
 
 # Where a start is killed, and the highest occurrence drawn for each (a step seen once per
-# chunk, a poll a few times, an answer once per request; "timed": by the kill test, after
-# a seeded share of a batch's time).
+# chunk, a poll a few times, an answer once per request; "call": by the kill test, once
+# the stand-in has seen the start's n-th call to the API, whatever the job is doing then).
 STEPS = {"intent": 2, "uploaded": 2, "file": 2, "created": 2, "batch": 2, "polled": 4,
-         "answer": 6, "timed": 0}  # fmt: skip
+         "answer": 6, "call": 3}  # fmt: skip
 SUBMISSION = ("intent", "uploaded", "file", "created", "batch")
-
-
-class BatchApiServerProcess(ServiceProcess):
-    name = "LLM stand-in (Batch API)"
-
-    def __init__(self, batch_seconds: float) -> None:
-        super().__init__(["batch", "llm-server", "--batch-seconds", str(batch_seconds)])
-        self.base_url = f"{self.url}/v1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +85,7 @@ def kill_schedule(options: BatchApiKillOptions, run: int) -> list[str]:
         for group in (SUBMISSION, [s for s in STEPS if s not in SUBMISSION]):
             steps = list(group)
             rng.shuffle(steps)
-            for step in steps:
-                top = STEPS[step]
-                points.append(
-                    f"{step}:{rng.randint(1, top)}" if top else f"timed:{rng.random():.3f}"
-                )
+            points += [f"{step}:{rng.randint(1, STEPS[step])}" for step in steps]
     return points[: options.kills]
 
 
@@ -110,30 +105,30 @@ def _commands(job: str, workdir: Path, base_url: str, options: BatchApiKillOptio
     ]  # fmt: skip
 
 
-def _start(cmd: list[str], point: str, options: BatchApiKillOptions) -> bool:
+def _start(
+    cmd: list[str], point: str, server: LLMServerProcess, options: BatchApiKillOptions
+) -> bool:
     """Start ``cmd`` to be killed at ``point``; True if the kill landed (False: the job
-    ended first)."""
+    ended first). Kills follow the job's own steps and calls, never the clock."""
     step, _, nth = point.partition(":")
     env = {**os.environ, "OPENAI_API_KEY": "local"}
-    if step != "timed":
-        env[KILL_AT] = point
+    if step != "call":
+        env[KILL_AT] = point  # the job kills itself there
+    before = server.stats()["api_calls"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if step == "timed":  # a seeded moment of the first batch's life, counted from start-up
-        try:
-            proc.wait(timeout=0.5 + float(nth) * options.batch_seconds * 2)
-        except subprocess.TimeoutExpired:
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline:
+        if step == "call" and server.stats()["api_calls"] >= before + int(nth):
             stop_process(proc, signal.SIGKILL)
             return True
-        return False
-    try:
-        code = proc.wait(timeout=300)
-    except subprocess.TimeoutExpired:
+        time.sleep(0.005 if step == "call" else 0.05)
+    if proc.poll() is None:
         stop_process(proc, signal.SIGKILL)
-        raise CrashsafeError(f"{' '.join(cmd[:4])}: no end in 300 s at {point}") from None
-    return code == -9
+        raise CrashsafeError(f"{' '.join(cmd[:4])}: no end in 300 s at {point}")
+    return proc.returncode == -signal.SIGKILL
 
 
-def _settle(server: BatchApiServerProcess, options: BatchApiKillOptions) -> dict[str, int]:
+def _settle(server: LLMServerProcess, options: BatchApiKillOptions) -> dict[str, int]:
     """The stand-in's figures once every batch, even one whose submitter died, has ended."""
     deadline = time.monotonic() + 30 + 4 * options.batch_seconds
     stats: dict[str, int] = server.stats()
@@ -145,7 +140,7 @@ def _settle(server: BatchApiServerProcess, options: BatchApiKillOptions) -> dict
 
 def run_job(
     job: str,
-    server: BatchApiServerProcess,
+    server: LLMServerProcess,
     workdir: Path,
     points: list[str],
     options: BatchApiKillOptions,
@@ -156,7 +151,7 @@ def run_job(
     outcome = BatchApiOutcome(job)
     started = time.monotonic()
     for point in points:
-        if not _start(cmd, point, options):
+        if not _start(cmd, point, server, options):
             break  # it finished first: the job is done, later kills are moot
         outcome.kills.append(point)
     final = subprocess.run(
@@ -205,7 +200,7 @@ def run_batch_api_killtest(
     runs: list[dict[str, BatchApiOutcome]] = []
     with tempfile.TemporaryDirectory(prefix="crashsafe-killtest-batch-api-") as tmp:
         root = workdir or Path(tmp)
-        with BatchApiServerProcess(options.batch_seconds) as server:
+        with LLMServerProcess(0.0, "--batch-seconds", str(options.batch_seconds)) as server:
             for run in range(options.runs):
                 points = kill_schedule(options, run)
                 outcomes = {}

@@ -37,8 +37,8 @@ SPREAD = 3.0  # kills span SPREAD x 0.6 uninterrupted jobs (0.6: mean of the def
 class LLMServerProcess(ServiceProcess):
     name = "LLM test server"
 
-    def __init__(self, latency_ms: float) -> None:
-        super().__init__(["batch", "llm-server", "--latency-ms", str(latency_ms)])
+    def __init__(self, latency_ms: float = 0.0, *extra: str) -> None:
+        super().__init__(["batch", "llm-server", "--latency-ms", str(latency_ms), *extra])
         self.base_url = f"{self.url}/v1"
 
 

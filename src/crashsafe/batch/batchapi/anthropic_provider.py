@@ -12,11 +12,8 @@ it if its results carry the chunk's ``custom_id``\\ s, and makes its own if none
 
 from __future__ import annotations
 
-import asyncio
-import random
-from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -25,17 +22,15 @@ from crashsafe.batch.batchapi.provider import (
     SLACK,
     Answer,
     BatchState,
-    MaybeMade,
     Pending,
+    RetriedCalls,
     mapping,
 )
-from crashsafe.batch.llm import redact
-from crashsafe.errors import ConfigError, EndpointError
+from crashsafe.errors import ConfigError
 
 if TYPE_CHECKING:
     import anthropic
 
-T = TypeVar("T")
 REFUSES = {401: "check ANTHROPIC_API_KEY", 403: "the key may not use Message Batches"}
 
 
@@ -53,53 +48,19 @@ def anthropic_client(base_url: str, api_key: str) -> anthropic.AsyncAnthropic:
     return anthropic.AsyncAnthropic(base_url=root, api_key=api_key, max_retries=0)
 
 
-class AnthropicBatches:
+class AnthropicBatches(RetriedCalls):
     """The provider, for one job."""
 
     name = "anthropic"
     uses_files = False
+    refuses = REFUSES
+    transient = frozenset({429, 529})  # 529: overloaded
+    client: anthropic.AsyncAnthropic
 
-    def __init__(self, client: anthropic.AsyncAnthropic, *, base_url: str, secrets: list[str],
-                 tries: int = 8, backoff: float = 1.0) -> None:  # fmt: skip
-        self.client = client
-        self.base_url = base_url
-        self._secrets = secrets
-        self.tries = tries
-        self.backoff = backoff
-        self.say: Callable[[str], None] = lambda line: None
-
-    async def _call(
-        self,
-        what: str,
-        call: Callable[[], Awaitable[T]],
-        *,
-        may_be_gone: bool = False,
-        makes: bool = False,
-    ) -> T:
+    def _errors(self) -> tuple[type[Exception], tuple[type[Exception], ...]]:
         import anthropic
 
-        for attempt in range(self.tries):
-            try:
-                return await call()
-            except anthropic.APIStatusError as exc:
-                if may_be_gone and exc.status_code == 404:
-                    raise
-                message = redact(f"HTTP {exc.status_code}: {exc.message}", self._secrets)
-                if exc.status_code in REFUSES:
-                    raise EndpointError(
-                        f"{self.base_url} {what}: {message}: {REFUSES[exc.status_code]}"
-                    ) from None
-                if exc.status_code not in (429, 529) and exc.status_code < 500:
-                    raise EndpointError(f"{self.base_url} {what}: {message}") from None
-                error = message
-            except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
-                error = f"{type(exc).__name__}: {exc.__cause__ or exc}"
-            if makes:  # retrying blind could make it twice: the caller looks first
-                raise MaybeMade(f"{self.base_url} {what}: {error}")
-            delay = self.backoff * 2**attempt * random.uniform(0.5, 1.5)
-            self.say(f"{self.base_url} {what}: {error}; retrying in {delay:.1f} s")
-            await asyncio.sleep(delay)
-        raise EndpointError(f"{self.base_url} {what}: no answer after {self.tries} tries")
+        return anthropic.APIStatusError, (anthropic.APIConnectionError, anthropic.APITimeoutError)
 
     def request(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """A Messages request from a chat completion's body: its system message apart,

@@ -6,10 +6,7 @@ killed half-way with what the provider holds.
 
 from __future__ import annotations
 
-import asyncio
-import random
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import openai
 import orjson
@@ -18,62 +15,23 @@ from crashsafe.batch.batchapi.provider import (
     SLACK,
     Answer,
     BatchState,
-    MaybeMade,
     Pending,
+    RetriedCalls,
     mapping,
 )
-from crashsafe.batch.llm import REFUSES_EVERYTHING, redact
-from crashsafe.errors import EndpointError
-
-T = TypeVar("T")
+from crashsafe.batch.llm import REFUSES_EVERYTHING
 
 
-class OpenAIBatches:
+class OpenAIBatches(RetriedCalls):
     """The provider, for one job: ``client`` is the classifier's ``AsyncOpenAI``."""
 
     name = "openai"
     uses_files = True
+    refuses = REFUSES_EVERYTHING
+    client: openai.AsyncOpenAI
 
-    def __init__(self, client: openai.AsyncOpenAI, *, base_url: str, secrets: list[str],
-                 tries: int = 8, backoff: float = 1.0) -> None:  # fmt: skip
-        self.client = client
-        self.base_url = base_url
-        self._secrets = secrets
-        self.tries = tries
-        self.backoff = backoff
-        self.say: Callable[[str], None] = lambda line: None
-
-    async def _call(
-        self,
-        what: str,
-        call: Callable[[], Awaitable[T]],
-        *,
-        may_be_gone: bool = False,
-        makes: bool = False,
-    ) -> T:
-        """``call()``, retried; ``may_be_gone``: a 404 is raised as NotFoundError for the
-        caller to say what it means (elsewhere a 404 is a wrong base URL)."""
-        for attempt in range(self.tries):
-            try:
-                return await call()
-            except openai.APIStatusError as exc:
-                if may_be_gone and isinstance(exc, openai.NotFoundError):
-                    raise
-                message = redact(f"HTTP {exc.status_code}: {exc.message}", self._secrets)
-                if exc.status_code in REFUSES_EVERYTHING:
-                    hint = REFUSES_EVERYTHING[exc.status_code]
-                    raise EndpointError(f"{self.base_url} {what}: {message}: {hint}") from None
-                if exc.status_code != 429 and exc.status_code < 500:
-                    raise EndpointError(f"{self.base_url} {what}: {message}") from None
-                error = message
-            except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-                error = f"{type(exc).__name__}: {exc.__cause__ or exc}"
-            if makes:  # retrying blind could make it twice: the caller looks first
-                raise MaybeMade(f"{self.base_url} {what}: {error}")
-            delay = self.backoff * 2**attempt * random.uniform(0.5, 1.5)
-            self.say(f"{self.base_url} {what}: {error}; retrying in {delay:.1f} s")
-            await asyncio.sleep(delay)
-        raise EndpointError(f"{self.base_url} {what}: no answer after {self.tries} tries")
+    def _errors(self) -> tuple[type[Exception], tuple[type[Exception], ...]]:
+        return openai.APIStatusError, (openai.APIConnectionError, openai.APITimeoutError)
 
     def request(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
         return {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions",

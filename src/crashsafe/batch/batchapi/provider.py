@@ -3,12 +3,17 @@ Files and Batches; ``anthropic_provider.py``: Message Batches), and what it gets
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+from crashsafe.batch.llm import redact
 from crashsafe.batch.task import Usage
 from crashsafe.errors import EndpointError
+
+T = TypeVar("T")
 
 ENDED = frozenset({"completed", "expired", "cancelled", "failed", "ended", "gone"})
 SLACK = 600.0  # seconds: a file or batch made before its intent was written, by clock skew
@@ -97,6 +102,64 @@ class Provider(Protocol):
     async def answers(self, state: BatchState) -> dict[str, Answer]:
         """custom_id -> its result, for an ended batch (nothing for a lost file)."""
         ...
+
+
+class RetriedCalls:
+    """A provider's calls, each retried through 429s, 5xx and dropped connections, for one
+    job. A subclass names its SDK's errors (``_errors``), the statuses after which no call
+    can succeed (``refuses``) and the statuses worth retrying besides 429 and 5xx."""
+
+    refuses: dict[int, str] = {}
+    transient: frozenset[int] = frozenset({429})
+
+    def __init__(self, client: Any, *, base_url: str, secrets: list[str], tries: int = 8,
+                 backoff: float = 1.0) -> None:  # fmt: skip
+        self.client = client
+        self.base_url = base_url
+        self._secrets = secrets
+        self.tries = tries
+        self.backoff = backoff
+        self.say: Callable[[str], None] = lambda line: None
+
+    def _errors(self) -> tuple[type[Exception], tuple[type[Exception], ...]]:
+        """The SDK's status error (``status_code``, ``message``) and its connection ones."""
+        raise NotImplementedError
+
+    async def _call(
+        self,
+        what: str,
+        call: Callable[[], Awaitable[T]],
+        *,
+        may_be_gone: bool = False,
+        makes: bool = False,
+    ) -> T:
+        """``call()``, retried. ``may_be_gone``: a 404 is raised as the SDK's own error for
+        the caller to say what it means (elsewhere a 404 is a wrong base URL). ``makes``:
+        a failure that may have made what it asked for is MaybeMade, never retried blind."""
+        status_error, connection_errors = self._errors()
+        for attempt in range(self.tries):
+            try:
+                return await call()
+            except status_error as exc:
+                code: int = exc.status_code  # type: ignore[attr-defined]
+                if may_be_gone and code == 404:
+                    raise
+                message = redact(f"HTTP {code}: {exc.message}", self._secrets)  # type: ignore[attr-defined]
+                if code in self.refuses:
+                    raise EndpointError(
+                        f"{self.base_url} {what}: {message}: {self.refuses[code]}"
+                    ) from None
+                if code not in self.transient and code < 500:
+                    raise EndpointError(f"{self.base_url} {what}: {message}") from None
+                error = message
+            except connection_errors as exc:
+                error = f"{type(exc).__name__}: {exc.__cause__ or exc}"
+            if makes:
+                raise MaybeMade(f"{self.base_url} {what}: {error}")
+            delay = self.backoff * 2**attempt * random.uniform(0.5, 1.5)
+            self.say(f"{self.base_url} {what}: {error}; retrying in {delay:.1f} s")
+            await asyncio.sleep(delay)
+        raise EndpointError(f"{self.base_url} {what}: no answer after {self.tries} tries")
 
 
 def mapping(value: Any) -> dict[str, Any]:

@@ -167,6 +167,10 @@ class BatchApiRunner(BatchRunner):
                 found.append(self._request(job_id, group, items))
         return found
 
+    def _sent(self, chunk: Chunk) -> int:
+        """How many of ``chunk``'s requests are sent: those with an item still in the input."""
+        return sum(1 for group in chunk.groups if any(i in self._by_id for i in group))
+
     def _worst_cost(self, groups: Sequence[list[Item]]) -> tuple[int, int, float]:
         """Input tokens (counted here, 4 characters a token, plus a half for safety),
         output tokens at most (``max_tokens``), and what that costs at batch prices."""
@@ -375,11 +379,10 @@ class BatchApiRunner(BatchRunner):
         one): found there if a run killed before it wrote their ids made them, made
         otherwise; each id written at once. A batch that may be the chunk's but cannot
         be told yet leaves the chunk without one: ``_run_chunks`` asks again later."""
-        job = ledger.job_id
-        requests = self._requests_of(job, chunk)
         if self.provider.uses_files and chunk.file_id is None:
             found = await self.provider.find_file(chunk.filename, chunk.at)
             if found is None:
+                requests = self._requests_of(ledger.job_id, chunk)
                 data = b"".join(orjson.dumps(r) + b"\n" for r in requests)
                 found = await self.provider.upload(chunk.filename, data)
                 killpoint("uploaded")
@@ -390,11 +393,9 @@ class BatchApiRunner(BatchRunner):
             chunk.file_id = found
             killpoint("file")
         if chunk.batch_id is None:
-            await self._make_batch(ledger, chunk, requests)
+            await self._make_batch(ledger, chunk)
 
-    async def _make_batch(
-        self, ledger: Ledger, chunk: Chunk, requests: list[dict[str, Any]]
-    ) -> None:
+    async def _make_batch(self, ledger: Ledger, chunk: Chunk) -> None:
         """The batch step of ``_submit``: look for one first where one may exist (a chunk
         of an earlier run, or one whose making failed half-way), make it otherwise."""
         job = ledger.job_id
@@ -417,6 +418,8 @@ class BatchApiRunner(BatchRunner):
                 how = "found at the provider (made by a run stopped before it wrote the id)"
             else:
                 self._looked.add(chunk.name)  # from here on, a batch of it may exist
+                # (a provider that took a file has them; one that did not takes them now)
+                requests = [] if self.provider.uses_files else self._requests_of(job, chunk)
                 try:
                     batch = await self.provider.create(chunk.file_id, requests, metadata)
                 except MaybeMade as exc:
@@ -430,7 +433,7 @@ class BatchApiRunner(BatchRunner):
             chunk.batch_id = batch
             killpoint("batch")
             self.echo(f"batch-api: chunk {chunk.name} {how} "
-                      f"({plural(len(requests), 'request')}, batch {batch})")  # fmt: skip
+                      f"({plural(self._sent(chunk), 'request')}, batch {batch})")  # fmt: skip
             return
         raise EndpointError(f"{self.provider.name}: could not make a batch for chunk "
                             f"{chunk.name} in 8 tries: run the same command again")  # fmt: skip
