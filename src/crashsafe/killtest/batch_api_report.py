@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import platform
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -14,6 +12,7 @@ from rich.table import Table
 
 from crashsafe.killtest.batch_api_mode import BatchApiKillOptions, BatchApiOutcome
 from crashsafe.killtest.batch_mode import BATCH_SIZE, CALLS
+from crashsafe.killtest.report import machine
 
 Runs = list[dict[str, BatchApiOutcome]]
 
@@ -76,11 +75,7 @@ def batch_api_json(options: BatchApiKillOptions, runs: Runs) -> dict[str, Any]:
     return {
         "mode": "batch-api",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "platform": platform.platform(),
-            "python": sys.version.split()[0],
-            "cpus": os.cpu_count(),
-        },
+        "machine": machine(),
         "options": dataclasses.asdict(options),
         "runs": [{job: dataclasses.asdict(o) for job, o in run.items()} for run in runs],
         "holds": holds(options, runs),

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import platform
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -13,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from crashsafe.killtest.batch_mode import BATCH_SIZE, BatchKillOptions, BatchOutcome
+from crashsafe.killtest.report import machine
 
 
 def tested(options: BatchKillOptions, runs: list[dict[str, BatchOutcome]]) -> bool:
@@ -77,11 +76,7 @@ def batch_json(
     return {
         "mode": "batch",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "platform": platform.platform(),
-            "python": sys.version.split()[0],
-            "cpus": os.cpu_count(),
-        },
+        "machine": machine(),
         "options": {**dataclasses.asdict(options), "sig": options.sig.name},
         "calibration_seconds": calibration,
         "runs": [{job: dataclasses.asdict(o) for job, o in run.items()} for run in runs],

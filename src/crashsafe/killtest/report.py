@@ -21,6 +21,12 @@ FOUNDING = {
 }
 
 
+def machine() -> dict[str, Any]:
+    """Where a kill test ran, for its JSON figures."""
+    return {"platform": platform.platform(), "python": sys.version.split()[0],
+            "cpus": os.cpu_count()}  # fmt: skip
+
+
 def table(result: KillTestResult) -> Table:
     o = result.options
     title = (
@@ -151,11 +157,7 @@ def to_json(result: KillTestResult) -> dict[str, Any]:
 
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "platform": platform.platform(),
-            "python": sys.version.split()[0],
-            "cpus": os.cpu_count(),
-        },
+        "machine": machine(),
         "options": {
             "runs": o.runs,
             "kills": o.kills,
