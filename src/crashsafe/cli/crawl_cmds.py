@@ -120,6 +120,12 @@ def report_result(result: CrawlResult, db_url: str, this_run: str | None = None)
             f"{s.failed} URL(s) failed: see `crashsafe failed --group --db {masked(db_url)}`, "
             f"re-queue with `crashsafe retry --db {masked(db_url)}`."
         )
+    if result.cancelled_by is not None:
+        say(
+            f"Cancelled by {result.cancelled_by} (`crashsafe cancel`); everything committed "
+            f"is kept: run the same command again to resume (exit status {exits.CANCELLED})."
+        )
+        sys.exit(exits.CANCELLED)
     if result.interrupted:
         say(INTERRUPTED)
         sys.exit(130)
@@ -285,6 +291,8 @@ def crawl(
     finally:
         store.close()
     if parent_fd is not None:  # a worker: the command that started it reports
+        if result.cancelled_by is not None:
+            sys.exit(exits.CANCELLED)
         sys.exit(130 if result.interrupted else EXIT_WAITING if result.gave_up else 0)
     if feed is not None and not result.interrupted:
         feed.write(db_url, spider_cls.name, waiting=bool(result.gave_up))
@@ -312,7 +320,7 @@ def run_as_workers(
     this_run = None if before is None else run_line(store.since(crawl, before))
     # A worker exits 130 after a Ctrl-C; a second Ctrl-C may catch it after its own
     # handler is gone, and the signal itself ends it: an interruption too, not a failure.
-    interrupted = {130, -signal.SIGINT, -signal.SIGTERM}
+    interrupted = {130, -signal.SIGINT, -signal.SIGTERM, exits.CANCELLED}
     ended = interrupted | {0, EXIT_WAITING}
     broken = [(i, code) for i, code in enumerate(codes, 1) if code not in ended]
     for i, code in broken:
@@ -322,7 +330,14 @@ def run_as_workers(
     gave_up: tuple[Waiting, ...] = ()
     if not stopped and EXIT_WAITING in codes:
         gave_up = tuple(w for w in store.waiting(crawl) if w.pages)
-    result = CrawlResult(stopped, time.monotonic() - started, stats, gave_up)
+    cancelled = None
+    if exits.CANCELLED in codes:
+        cancelled = next(
+            (a.actor for a in store.audit(crawl, limit=20) if a.action == "cancel"), "?"
+        )
+    result = CrawlResult(
+        stopped, time.monotonic() - started, stats, gave_up, cancelled_by=cancelled
+    )
     # A worker ends with 0 only once the whole crawl is complete (or it is interrupted).
     if broken and not stopped and 0 not in codes and not gave_up:
         click.echo(summary(result), err=True)

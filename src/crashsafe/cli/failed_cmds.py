@@ -6,6 +6,7 @@ import click
 
 from crashsafe.cli.common import crawl_names
 from crashsafe.cli.options import db_option, group_errors, open_db
+from crashsafe.cli.steer_cmds import default_actor
 from crashsafe.store import masked
 from crashsafe.text import printable
 
@@ -46,12 +47,19 @@ def failed(db_url: str, crawl_name: str | None, full: bool, group: bool) -> None
 @click.command()
 @db_option()
 @click.option("--crawl", "crawl_name", help="Only this crawl.")
-def retry(db_url: str, crawl_name: str | None) -> None:
+@click.option(
+    "--by",
+    "actor",
+    default=None,
+    metavar="NAME",
+    help="Who the audit records as having done it (default: user@host).",
+)
+def retry(db_url: str, crawl_name: str | None, actor: str | None) -> None:
     """Put failed URLs back in the queue; the next `crashsafe crawl` fetches them."""
     store = open_db(db_url)
     try:
         crawl_names(store, crawl_name)
-        n = store.retry_failed(crawl_name)
+        n = store.retry_failed(crawl_name, actor=actor or default_actor())
     finally:
         store.close()
     click.echo(f"re-queued {n} URL(s); run the crawl command again to fetch them.")

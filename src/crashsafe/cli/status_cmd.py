@@ -15,8 +15,8 @@ import click
 
 from crashsafe.cli.common import crawl_names
 from crashsafe.cli.crawl_cmds import waiting_line
-from crashsafe.cli.options import db_option, iso_time, open_db
-from crashsafe.store import CrawlStats, EffectStats, Waiting, WorkerInfo, masked
+from crashsafe.cli.options import clock_time, db_option, iso_time, open_db
+from crashsafe.store import Control, CrawlStats, EffectStats, Waiting, WorkerInfo, masked
 from crashsafe.text import printable
 
 if TYPE_CHECKING:
@@ -87,10 +87,20 @@ def _count(n: int, what: str) -> str:
 
 
 def compact(
-    s: CrawlStats, e: EffectStats, waiting: list[Waiting], workers: list[WorkerInfo]
+    s: CrawlStats,
+    e: EffectStats,
+    waiting: list[Waiting],
+    workers: list[WorkerInfo],
+    control: Control | None = None,
 ) -> str:
     """One crawl as a block of short lines (what an 80-column terminal shows whole)."""
     lines = [s.crawl]
+    if control is not None and control.paused:
+        lines.append(printable(f"  PAUSED    by {control.paused_by} at "
+                               f"{clock_time(control.paused_since or 0)}: "
+                               "`crashsafe resume` lets its workers lease again"))  # fmt: skip
+    for o in control.origins if control is not None else ():
+        lines.append(printable(f"  paused    {o.origin} by {o.by} at {clock_time(o.since)}"))
     pages = f"{s.known:,} known: {s.done:,} done, {s.pending:,} pending, {s.leased:,} leased"
     lines.append(f"  pages     {pages}, {s.failed:,} failed")
     rpr = "" if s.requests_per_record is None else f", {s.requests_per_record:.2f} per record"
@@ -135,9 +145,22 @@ def compact(
 
 
 def as_json(
-    s: CrawlStats, e: EffectStats, waiting: list[Waiting], workers: list[WorkerInfo]
+    s: CrawlStats,
+    e: EffectStats,
+    waiting: list[Waiting],
+    workers: list[WorkerInfo],
+    control: Control | None = None,
 ) -> dict[str, Any]:
     item: dict[str, Any] = {k: getattr(s, k) for k in s.__dataclass_fields__}
+    if control is not None:
+        item["paused"] = (
+            None
+            if not control.paused
+            else {"by": control.paused_by, "since": iso_time(control.paused_since or 0)}
+        )
+        item["paused_origins"] = [
+            {"origin": o.origin, "by": o.by, "since": iso_time(o.since)} for o in control.origins
+        ]
     item["effects"] = dataclasses.asdict(e)
     if e.last_pass_at is not None:  # ISO, as every other time in the output
         item["effects"]["last_pass_at"] = iso_time(e.last_pass_at)
@@ -172,16 +195,17 @@ def status(db_url: str, crawl_name: str | None, json_out: bool, wide: bool) -> N
         effects = [store.effect_stats(name) for name in names]
         waiting = [store.waiting(name) for name in names]
         workers = store.workers(crawl_name)
+        controls = [store.control(name) for name in names]
     finally:
         store.close()
+    each = list(zip(rows, effects, waiting, controls, strict=True))
     if json_out:
-        out = [as_json(s, e, w, workers) for s, e, w in zip(rows, effects, waiting, strict=True)]
+        out = [as_json(s, e, w, workers, c) for s, e, w, c in each]
         click.echo(json.dumps(out, indent=2))
     elif not rows:
         click.echo(f"no crawls in {masked(db_url)}")
     elif not wide:
-        blocks = [compact(s, e, w, workers) for s, e, w in zip(rows, effects, waiting, strict=True)]
-        click.echo("\n\n".join(blocks))
+        click.echo("\n\n".join(compact(s, e, w, workers, c) for s, e, w, c in each))
     else:
         # Piped output keeps whole column names instead of the 80-column default.
         from rich.console import Console

@@ -70,6 +70,7 @@ class CrawlResult:
     gave_up: tuple[Waiting, ...] = ()
     waited: float = 0.0  # seconds it waited on them before it stopped
     limit: str | None = None  # "max_pages=10": the run stopped at a limit of its own
+    cancelled_by: str | None = None  # `crashsafe cancel` ended the run: who
 
 
 @dataclass(slots=True)
@@ -149,6 +150,7 @@ class Crawler:
         self._pages_done = 0  # pages this run committed done, and their records
         self._items_done = 0
         self._stall = _Stall(time.monotonic, self.settings.unreachable_timeout)
+        self._cancelled_by: str | None = None
 
     async def _call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run one of the store's methods off the loop (a :class:`StoreCall`)."""
@@ -159,6 +161,18 @@ class Crawler:
         """Stop leasing; in-flight pages get ``grace_seconds`` to commit."""
         self._stopping = True
         self._slot_freed.set()
+
+    def _cancel(self, by: str) -> None:
+        """``crashsafe cancel`` asked this worker to stop: as after Ctrl-C, what is in
+        flight gets the grace period to commit, the rest goes back."""
+        if self._cancelled_by is None:
+            self._cancelled_by = by
+            started = sum(1 for f in self._inflight.values() if f.started)
+            logger.warning(
+                "crawl %s cancelled by %s: finishing %d page(s) in flight, then stopping",
+                self.crawl, by, started,
+            )  # fmt: skip
+            self.request_stop()
 
     def _on_signal(self) -> None:
         started = sum(1 for f in self._inflight.values() if f.started)
@@ -395,7 +409,7 @@ class Crawler:
             interrupted = False  # stopped by its own limit, as asked: not interrupted
         return CrawlResult(
             interrupted, time.monotonic() - started, stats, self._gave_up, self._waited,
-            self._limit,
+            self._limit, self._cancelled_by,
         )  # fmt: skip
 
     async def _loop(self) -> bool:
@@ -408,6 +422,7 @@ class Crawler:
         background = [
             asyncio.create_task(upkeep.renew_forever()),
             asyncio.create_task(upkeep.watch_peers_forever()),
+            asyncio.create_task(upkeep.watch_controls_forever(self.owner, self._cancel)),
         ]
         if self.store.url.startswith("sqlite:"):
             background.append(asyncio.create_task(upkeep.tend_wal_forever(self.store.url)))

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from crashsafe.store import Backoff, Lease, Store
+from crashsafe.store import Backoff, Control, Lease, Store
 from crashsafe.store.process import StoreCall
 
 logger = logging.getLogger("crashsafe.crawl")
 WATCH_PEERS_EVERY = 5.0  # seconds between looks for dead workers while busy
+WATCH_CONTROLS_EVERY = 1.0  # seconds between looks at pause/resume/cancel
 TEND_WAL_EVERY = 5.0  # seconds between looks at the size of an SQLite WAL
 
 
@@ -65,6 +66,28 @@ class Upkeep:
                     if slot.lease.grant_id in gone and not slot.committing:
                         task.cancel()
 
+    async def watch_controls_forever(self, owner: str, cancel: Callable[[str], None]) -> None:
+        """Look at how the crawl is steered every second: say when it is paused or
+        resumed (the claims themselves grant nothing while it is paused), and call
+        ``cancel`` with who asked once ``crashsafe cancel`` asked this worker to stop."""
+        said: str | None = None
+        while True:
+            try:
+                control = await self._call(self._store.control, self._crawl, owner)
+            except Exception as exc:  # the next look may work; the claims enforce pauses
+                logger.warning("reading the crawl's controls failed (%s); trying again", exc)
+            else:
+                if control.stop_asked_by is not None:
+                    cancel(control.stop_asked_by)
+                state = steering_line(control)
+                if state != said:
+                    if state is not None:
+                        logger.info("%s", state)
+                    elif said is not None:
+                        logger.info("crawl %s resumed: leasing again", self._crawl)
+                    said = state
+            await asyncio.sleep(WATCH_CONTROLS_EVERY)
+
     async def tend_wal_forever(self, name: str) -> None:
         """SQLite: checkpoint and truncate a WAL that has grown, every few seconds, and
         warn when a reader's old snapshot keeps it growing (``name``: the database)."""
@@ -102,3 +125,16 @@ class Upkeep:
         return await self._call(
             self._store.reclaim_dead_workers, self._crawl, backoff=self._backoff
         )
+
+
+def steering_line(control: Control) -> str | None:
+    """What a worker says of a pause (None: not paused)."""
+    if control.paused:
+        return (
+            f"crawl {control.crawl} paused by {control.paused_by}: no page is leased until "
+            "`crashsafe resume` (pages in flight finish)"
+        )
+    if control.origins:
+        names = ", ".join(f"{o.origin} (by {o.by})" for o in control.origins)
+        return f"crawl {control.crawl}: paused origin(s) {names}; the others go on"
+    return None

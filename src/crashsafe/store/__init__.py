@@ -13,7 +13,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from crashsafe.errors import ConfigError
 from crashsafe.store.base import (
     STALE,
+    AuditEntry,
     Backoff,
+    Control,
     CookieRow,
     CrawlStats,
     Delivery,
@@ -29,6 +31,7 @@ from crashsafe.store.base import (
     NewUrl,
     PageOutcome,
     Pass,
+    PausedOrigin,
     Politeness,
     RecordRow,
     RobotsEntry,
@@ -43,7 +46,9 @@ from crashsafe.store.base import (
 
 __all__ = [
     "STALE",
+    "AuditEntry",
     "Backoff",
+    "Control",
     "CookieRow",
     "CrawlStats",
     "Delivery",
@@ -59,6 +64,7 @@ __all__ = [
     "NewUrl",
     "PageOutcome",
     "Pass",
+    "PausedOrigin",
     "Politeness",
     "RecordRow",
     "RobotsEntry",

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
+from crashsafe.store.control_values import AuditEntry, Control, PausedOrigin
 from crashsafe.store.effect_values import (
     Delivery,
     DeliveryResult,
@@ -57,7 +58,9 @@ from crashsafe.store.values import (
 
 __all__ = [
     "STALE",
+    "AuditEntry",
     "Backoff",
+    "Control",
     "CookieRow",
     "CrawlStats",
     "Delivery",
@@ -74,6 +77,7 @@ __all__ = [
     "Outcome",
     "PageOutcome",
     "Pass",
+    "PausedOrigin",
     "Politeness",
     "RecordRow",
     "RobotsEntry",
@@ -192,7 +196,25 @@ class Store(Protocol):
 
     def failed(self, crawl: str | None = None) -> list[FailedUrl]: ...
 
-    def retry_failed(self, crawl: str | None = None) -> int: ...
+    def retry_failed(self, crawl: str | None = None, *, actor: str | None = None) -> int:
+        """Put failed URLs back in the queue; with ``actor``, recorded in the audit."""
+        ...
+
+    # -- steering (store/sql_control.py) -----------------------------------------------------
+    def pause(self, crawl: str, *, actor: str, origin: str | None = None) -> bool:
+        """No claim grants a URL of ``crawl`` (or of ``origin`` in it) until resumed;
+        False if it was paused already."""
+        ...
+
+    def resume(self, crawl: str, *, actor: str, origin: str | None = None) -> bool: ...
+
+    def cancel(self, crawl: str, *, actor: str) -> int:
+        """Ask the crawl's live workers to end their runs; how many were asked."""
+        ...
+
+    def control(self, crawl: str, owner: str | None = None) -> Control: ...
+
+    def audit(self, crawl: str | None = None, *, limit: int = 100) -> list[AuditEntry]: ...
 
     def iter_records(
         self, crawl: str | None = None, *, since: float | None = None, changed_only: bool = False

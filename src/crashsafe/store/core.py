@@ -27,6 +27,7 @@ from crashsafe.errors import StoreError
 from crashsafe.store import masked
 from crashsafe.store.hosts import choose_politely, origin_of
 from crashsafe.store.sql_base import Claimed, Params, Tx, first
+from crashsafe.store.sql_control import SQLControl, split_paused
 from crashsafe.store.sql_effects import SQLEffects
 from crashsafe.store.sql_robots import SQLRobots
 from crashsafe.store.sql_workers import SQLWorkers
@@ -53,7 +54,11 @@ _by_url = operator.itemgetter("url")
 _by_sha = operator.itemgetter("sha256")
 
 
-class SQLStore(SQLWorkers, SQLRobots, SQLEffects):
+#: Scans a claim makes at most past URLs of paused origins before it gives up for now.
+PAUSED_SCANS = 8
+
+
+class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLControl):
     """The Store protocol for SQL backends; a subclass supplies what ``SQLBase`` names."""
 
     # -- frontier ------------------------------------------------------------------------
@@ -107,20 +112,43 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects):
         p = {"crawl": crawl, "owner": owner, "limit": limit, "lease_seconds": lease_seconds,
              "now": self._now()}  # fmt: skip
         if politeness is not None and (politeness.active or self._host_delays(tx, crawl)):
-            rows = self._claim_politely(tx, p, politeness)
+            crawl_paused, origins_paused = self._claim_gate(tx, crawl)
+            if crawl_paused:
+                return []
+            rows = self._claim_politely(tx, p, politeness, paused=origins_paused)
         else:
+            # The fast claim grants nothing while the crawl or an origin of it is paused
+            # (its SQL reads the gate); only then is it worth asking which.
             rows = self._claim_due(tx, p)
+            if not rows:
+                crawl_paused, origins_paused = self._claim_gate(tx, crawl)
+                if origins_paused and not crawl_paused:
+                    rows = self._claim_politely(tx, p, politeness or Politeness(), paused=True)
         rows.sort(key=lambda r: (-r[5], r[0]))  # RETURNING does not keep the order
         return [
             Lease(fid, url, depth, n, cb, grant, request, jar or 0)
             for fid, url, depth, n, cb, _, request, grant, jar in rows
         ]
 
-    def _claim_politely(self, tx: Tx, p: Params, politeness: Politeness) -> list[Claimed]:
+    def _claim_politely(
+        self, tx: Tx, p: Params, politeness: Politeness, *, paused: bool = False
+    ) -> list[Claimed]:
         """A claim that keeps every origin within ``politeness`` for all workers: the
         origins' rows are locked (in order) while their leases are counted, so two
-        claims never both take an origin's last slot."""
-        candidates = tx.rows("claim_candidates", {**p, "scan": 8 * int(p["limit"]) + 16})
+        claims never both take an origin's last slot. With ``paused``, URLs of paused
+        origins are not granted, and those pending are moved out of the due set."""
+        scan = {**p, "scan": 8 * int(p["limit"]) + 16}
+        candidates = tx.rows("claim_candidates", scan)
+        if paused:
+            paused_origins = self._paused_origins(tx, p["crawl"])
+            for scans in range(1, PAUSED_SCANS + 1):
+                candidates, shifted = split_paused(candidates, paused_origins)
+                self._shift_out(tx, shifted)
+                if candidates or len(shifted) < scan["scan"] or scans == PAUSED_SCANS:
+                    break
+                # All the scan held were of paused origins (links found since the pause):
+                # they are out of the due set now, so the next scan sees further.
+                candidates = tx.rows("claim_candidates", scan)
         if not candidates:
             return []
         origins = sorted({origin_of(url) for _, url in candidates})
@@ -386,10 +414,13 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects):
 
         return self._run(go)
 
-    def retry_failed(self, crawl: str | None = None) -> int:
+    def retry_failed(self, crawl: str | None = None, *, actor: str | None = None) -> int:
         def go() -> int:
             with self._write() as tx:
-                return tx.run("requeue_failed", {"crawl": crawl})
+                n = tx.run("requeue_failed", {"crawl": crawl})
+                if actor is not None and n:
+                    self._audit(tx, crawl or "*", "retry", None, actor, f"{n} URL(s)")
+                return n
 
         return self._run(go)
 

@@ -33,8 +33,13 @@ WITH lapsed AS (
     LIMIT %(limit)s  -- a plain bound: an expression here made the planner sort them all
     FOR UPDATE SKIP LOCKED
 ), picked AS (
+    -- Nothing while the crawl or an origin of it is paused (then the claim asks which:
+    -- store/sql_control.py); the gate is read once, before any row is locked.
     SELECT coalesce(array_agg(id), '{}') AS ids
     FROM (SELECT id FROM (SELECT id FROM lapsed UNION ALL SELECT id FROM fresh) AS due
+          WHERE NOT EXISTS (SELECT 1 FROM controls
+                            WHERE crawl = %(crawl)s
+                              AND (paused_at IS NOT NULL OR origins_paused > 0))
           LIMIT %(limit)s) AS taken
 ), granted AS (
     INSERT INTO lease_grants (crawl, frontier_id, owner, granted_at)
@@ -681,3 +686,77 @@ WHERE endpoint IN (SELECT id FROM endpoints WHERE crawl = %(crawl)s AND url = %(
 
 -- name: remove_endpoint
 DELETE FROM endpoints WHERE crawl = %(crawl)s AND url = %(url)s;
+
+-- Steering (store/sql_control.py) ---------------------------------------------------------
+
+-- name: claim_gate
+SELECT paused_at IS NOT NULL, origins_paused FROM controls WHERE crawl = %(crawl)s;
+
+-- name: control_of
+SELECT extract(epoch FROM paused_at)::float8, paused_by, origins_paused FROM controls
+WHERE crawl = %(crawl)s;
+
+-- name: add_control
+INSERT INTO controls (crawl) VALUES (%(crawl)s) ON CONFLICT DO NOTHING;
+
+-- name: lock_control
+SELECT 1 FROM controls WHERE crawl = %(crawl)s FOR UPDATE;
+
+-- name: pause_crawl
+UPDATE controls SET paused_at = crashsafe_now(%(now)s), paused_by = %(actor)s
+WHERE crawl = %(crawl)s AND paused_at IS NULL;
+
+-- name: resume_crawl
+UPDATE controls SET paused_at = NULL, paused_by = NULL
+WHERE crawl = %(crawl)s AND paused_at IS NOT NULL;
+
+-- name: pause_host
+UPDATE hosts SET paused_at = crashsafe_now(%(now)s), paused_by = %(actor)s
+WHERE crawl = %(crawl)s AND origin = %(origin)s AND paused_at IS NULL;
+
+-- name: resume_host
+UPDATE hosts SET paused_at = NULL, paused_by = NULL
+WHERE crawl = %(crawl)s AND origin = %(origin)s AND paused_at IS NOT NULL;
+
+-- name: count_paused_hosts
+UPDATE controls
+SET origins_paused = (SELECT count(*) FROM hosts
+                      WHERE crawl = %(crawl)s AND paused_at IS NOT NULL)
+WHERE crawl = %(crawl)s;
+
+-- name: paused_hosts
+SELECT origin, extract(epoch FROM paused_at)::float8, paused_by FROM hosts
+WHERE crawl = %(crawl)s AND paused_at IS NOT NULL ORDER BY origin;
+
+-- name: shift_origin_out
+UPDATE frontier SET next_attempt_at = next_attempt_at + make_interval(secs => %(shift)s)
+WHERE crawl = %(crawl)s AND state = 'pending' AND origin = %(origin)s
+  AND next_attempt_at < to_timestamp(%(shifted)s);
+
+-- name: shift_ids_out
+UPDATE frontier SET next_attempt_at = next_attempt_at + make_interval(secs => %(shift)s)
+WHERE id = ANY(%(ids)s::bigint[]) AND state = 'pending'
+  AND next_attempt_at < to_timestamp(%(shifted)s);
+
+-- name: shift_origin_back
+UPDATE frontier SET next_attempt_at = next_attempt_at - make_interval(secs => %(shift)s)
+WHERE crawl = %(crawl)s AND state = 'pending' AND origin = %(origin)s
+  AND next_attempt_at >= to_timestamp(%(shifted)s);
+
+-- name: ask_workers_to_stop
+UPDATE workers SET stop_asked_at = crashsafe_now(%(now)s), stop_asked_by = %(actor)s
+WHERE crawl = %(crawl)s AND stop_asked_at IS NULL
+RETURNING owner;
+
+-- name: stop_asked
+SELECT extract(epoch FROM stop_asked_at)::float8, stop_asked_by FROM workers
+WHERE owner = %(owner)s;
+
+-- name: add_audit
+INSERT INTO audit (crawl, action, target, actor, at, detail)
+VALUES (%(crawl)s, %(action)s, %(target)s, %(actor)s, crashsafe_now(%(now)s), %(detail)s);
+
+-- name: list_audit
+SELECT id, crawl, action, target, actor, extract(epoch FROM at)::float8, detail FROM audit
+WHERE %(crawl)s::text IS NULL OR crawl = %(crawl)s
+ORDER BY id DESC LIMIT %(limit)s;

@@ -8,7 +8,8 @@ VALUES (:crawl, :url, :depth, :callback, :priority, :request, :now);
 
 -- name: lease_due
 -- Lapsed leases first (the grant that lapsed may have fetched: it counts an attempt),
--- then pending URLs by priority, then in the order they were found.
+-- then pending URLs by priority, then in the order they were found. Nothing while the
+-- crawl or an origin of it is paused (then the claim asks which: store/sql_control.py).
 UPDATE frontier
 SET state = 'leased', lease_owner = :owner, lease_expires = :now + :lease_seconds,
     attempts = attempts + (state = 'leased')
@@ -27,6 +28,8 @@ WHERE id IN (
     )
     LIMIT :limit
 )
+AND NOT EXISTS (SELECT 1 FROM controls
+                WHERE crawl = :crawl AND (paused_at IS NOT NULL OR origins_paused > 0))
 RETURNING id, url, depth, attempts, callback, priority, request;
 
 -- name: lease_ids
@@ -519,3 +522,79 @@ WHERE endpoint IN (SELECT id FROM endpoints WHERE crawl = :crawl AND url = :url)
 
 -- name: remove_endpoint
 DELETE FROM endpoints WHERE crawl = :crawl AND url = :url;
+
+-- Steering (store/sql_control.py) ---------------------------------------------------------
+
+-- name: claim_gate
+-- Read by every claim: whether the crawl is paused, and whether any origin of it is.
+SELECT paused_at IS NOT NULL, origins_paused FROM controls WHERE crawl = :crawl;
+
+-- name: control_of
+SELECT paused_at, paused_by, origins_paused FROM controls WHERE crawl = :crawl;
+
+-- name: add_control
+INSERT OR IGNORE INTO controls (crawl) VALUES (:crawl);
+
+-- name: pause_crawl
+UPDATE controls SET paused_at = :now, paused_by = :actor
+WHERE crawl = :crawl AND paused_at IS NULL;
+
+-- name: resume_crawl
+UPDATE controls SET paused_at = NULL, paused_by = NULL
+WHERE crawl = :crawl AND paused_at IS NOT NULL;
+
+-- name: pause_host
+UPDATE hosts SET paused_at = :now, paused_by = :actor
+WHERE crawl = :crawl AND origin = :origin AND paused_at IS NULL;
+
+-- name: resume_host
+UPDATE hosts SET paused_at = NULL, paused_by = NULL
+WHERE crawl = :crawl AND origin = :origin AND paused_at IS NOT NULL;
+
+-- name: count_paused_hosts
+UPDATE controls
+SET origins_paused = (SELECT count(*) FROM hosts
+                      WHERE crawl = :crawl AND paused_at IS NOT NULL)
+WHERE crawl = :crawl;
+
+-- name: paused_hosts
+SELECT origin, paused_at, paused_by FROM hosts
+WHERE crawl = :crawl AND paused_at IS NOT NULL ORDER BY origin;
+
+-- name: shift_origin_out
+-- A paused origin's pending URLs leave the due set: shifted :shift seconds ahead (their
+-- own backoffs kept, to be shifted back on resume). A range of the (crawl, url) index.
+UPDATE frontier SET next_attempt_at = next_attempt_at + :shift
+WHERE crawl = :crawl AND state = 'pending' AND url >= :low AND url < :high
+  AND next_attempt_at < :shifted;
+
+-- name: shift_ids_out
+UPDATE frontier SET next_attempt_at = next_attempt_at + :shift
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'pending'
+  AND next_attempt_at < :shifted;
+
+-- name: shift_origin_back
+UPDATE frontier SET next_attempt_at = next_attempt_at - :shift
+WHERE crawl = :crawl AND state = 'pending' AND url >= :low AND url < :high
+  AND next_attempt_at >= :shifted;
+
+-- name: ask_workers_to_stop
+UPDATE workers SET stop_asked_at = :now, stop_asked_by = :actor
+WHERE crawl = :crawl AND stop_asked_at IS NULL
+RETURNING owner;
+
+-- name: stop_asked
+SELECT stop_asked_at, stop_asked_by FROM workers WHERE owner = :owner;
+
+-- name: add_audit
+INSERT INTO audit (crawl, action, target, actor, at, detail)
+VALUES (:crawl, :action, :target, :actor, :now, :detail);
+
+-- name: list_audit
+SELECT id, crawl, action, target, actor, at, detail FROM audit
+WHERE :crawl IS NULL OR crawl = :crawl
+ORDER BY id DESC LIMIT :limit;
+
+-- name: lock_control
+-- (The write transaction already holds the database's only write lock.)
+SELECT 1 FROM controls WHERE crawl = :crawl;
