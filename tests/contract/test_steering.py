@@ -3,10 +3,16 @@ every backend the same."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
+import pytest
+
 from crashsafe.store import NewUrl, PageOutcome, Politeness, Store
+from tests import pg
 from tests.clock import ManualClock
+from tests.contract.conftest import Backend
+from tests.helpers import wait_for
 
 C = "c"
 
@@ -105,3 +111,53 @@ def test_retry_is_recorded_with_who_asked(store: Store) -> None:
     assert store.retry_failed(C, actor="ann") == 1
     [entry] = store.audit(C)
     assert (entry.action, entry.actor, entry.detail) == ("retry", "ann", "1 URL(s)")
+
+
+def test_lapsed_leases_of_a_paused_origin_do_not_block_the_rest(
+    open_stores: Callable[[], Store], clock: ManualClock
+) -> None:
+    """A hung worker's leases of a paused origin lapse: claims give them back and move
+    them aside instead of scanning them again and again (they came first in every scan)."""
+    hung, store = open_stores(), open_stores()
+    store.enqueue(C, urls("http://a", 300, priority=5) + urls("http://b", 3))
+    assert len(hung.lease(C, hung.register_worker(C), 300, 60)) == 300
+    store.pause(C, actor="ann", origin="http://a")
+    clock.advance(61)  # the hung worker's leases lapse (it is still "alive")
+    owner = store.register_worker(C)
+    got: list[str] = []
+    for _ in range(2):
+        got += leased(store, owner, 4)
+    assert got == ["http://b/0", "http://b/1", "http://b/2"]
+    store.resume(C, actor="ann", origin="http://a")
+    again = store.lease(C, owner, 500, 60)
+    assert len(again) == 300 and {x.attempts for x in again} == {1}  # the lapsed grant counts
+
+
+def test_an_action_waits_for_the_claims_under_way(
+    backend: Backend, open_stores: Callable[[], Store]
+) -> None:
+    """PostgreSQL: a claim reads the gate, then takes more statements; a pause committed
+    in between must not let it grant after the pause has returned. So an action waits
+    for the claims that read the gate before it (SQLite: one write lock does it)."""
+    if backend.name != "postgres":
+        pytest.skip("SQLite's claims and actions take the one write lock in turn")
+    store = open_stores()
+    store.enqueue(C, urls("http://a", 3))
+    store.pause(C, actor="ann")
+    store.resume(C, actor="ann")
+    returned = threading.Event()
+    with pg.connect(backend.url) as claim:
+        claim.autocommit = False
+        claim.execute("SELECT 1 FROM controls WHERE crawl = %s", (C,))  # (a claim's gate)
+        pause = threading.Thread(target=lambda: (store.pause(C, actor="bob"), returned.set()))
+        pause.start()
+        wait_for(lambda: _waiting_locks(backend.url) > 0)  # it waits for the claim...
+        assert not returned.is_set()
+        claim.commit()  # ...until the claim commits
+    pause.join(timeout=30)
+    assert returned.is_set() and store.control(C).paused_by == "bob"
+
+
+def _waiting_locks(url: str) -> int:
+    with pg.connect(url) as db:
+        return int(db.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0])

@@ -77,7 +77,7 @@ def test_pause_stops_the_requests_and_resume_completes_exactly(
 def test_cancel_ends_every_workers_run_and_a_rerun_completes_exactly(
     shop: Callable[..., ShopThread], any_db_url: str
 ) -> None:
-    site = shop(listings=10, per_listing=20, latency_ms=100)  # 210 pages, 5 s at least
+    site = shop(listings=10, per_listing=20, latency_ms=200)  # 210 pages, 10 s at least
     args = crawl_args(site, any_db_url, "--concurrency", "2")
     with reaped(start_cli(*args)) as one, reaped(start_cli(*args)) as two:
         wait_for(lambda: alive_workers(any_db_url) == 2)
@@ -135,4 +135,6 @@ def test_steering_says_what_is_wrong(tmp_path: Any, shop: Callable[..., ShopThre
     bad = run_cli("pause", "--db", db, "--crawl", "nope")
     assert bad.returncode == 1 and "no crawl named 'nope'" in bad.stderr
     assert "was not paused" in run_cli("resume", "--db", db).stdout
+    typo = run_cli("pause", "--db", db, "--origin", "http://127.0.0.1:1")
+    assert typo.returncode == 0 and "has no URL of http://127.0.0.1:1 yet (a typo?)" in typo.stderr
     assert "no worker of crawl demo-shop is running" in run_cli("cancel", "--db", db).stdout

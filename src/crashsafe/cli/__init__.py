@@ -23,6 +23,7 @@ COMMANDS = {
     "resume": "steer_cmds:resume",
     "cancel": "steer_cmds:cancel",
     "audit": "steer_cmds:audit",
+    "ui": "ui_cmd:ui",
     "export": "export_cmd:export",
     "recrawl": "effects_cmds:recrawl",
     "deliver": "deliver_cmd:deliver",

@@ -58,8 +58,9 @@ def retry(db_url: str, crawl_name: str | None, actor: str | None) -> None:
     """Put failed URLs back in the queue; the next `crashsafe crawl` fetches them."""
     store = open_db(db_url)
     try:
-        crawl_names(store, crawl_name)
-        n = store.retry_failed(crawl_name, actor=actor or default_actor())
+        who = actor or default_actor()
+        # Crawl by crawl: each audit row names the crawl it re-queued URLs of.
+        n = sum(store.retry_failed(name, actor=who) for name in crawl_names(store, crawl_name))
     finally:
         store.close()
     click.echo(f"re-queued {n} URL(s); run the crawl command again to fetch them.")

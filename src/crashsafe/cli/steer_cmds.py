@@ -91,14 +91,23 @@ def _pause_or_resume(
         act = store.pause if pausing else store.resume
         changed = act(crawl, actor=actor or default_actor(), origin=target)
         stats = store.stats(crawl)
+        known = target is None or store.knows_origin(crawl, target)
     finally:
         store.close()
     what = f"origin {target} of crawl {crawl}" if target else f"crawl {crawl}"
+    if not known:
+        click.echo(
+            f"note: crawl {crawl} has no URL of {target} yet (a typo?); `crashsafe status` "
+            "shows the origins it waits for",
+            err=True,
+        )
     if pausing:
         if not changed:
             click.echo(f"{what} was paused already")
             return
-        flight = f"; {stats.leased} page(s) in flight finish first" if stats.leased else ""
+        flight = ""
+        if stats.leased and target is None:
+            flight = f"; {stats.leased} page(s) in flight finish first"
         click.echo(
             f"paused {what}: no page of it is leased until "
             f"`crashsafe resume --db {masked(db_url)} --crawl {crawl}"

@@ -196,8 +196,19 @@ class Store(Protocol):
 
     def failed(self, crawl: str | None = None) -> list[FailedUrl]: ...
 
-    def retry_failed(self, crawl: str | None = None, *, actor: str | None = None) -> int:
-        """Put failed URLs back in the queue; with ``actor``, recorded in the audit."""
+    def retry_failed(
+        self,
+        crawl: str | None = None,
+        *,
+        actor: str | None = None,
+        urls: Sequence[str] | None = None,
+    ) -> int:
+        """Put failed URLs back in the queue (only ``urls`` of ``crawl``, if given); with
+        ``actor``, recorded in the audit."""
+        ...
+
+    def find_records(self, crawl: str, text: str, *, limit: int = 50) -> list[StoredRecord]:
+        """Records of ``crawl`` whose key holds ``text`` (gone ones too), by key."""
         ...
 
     # -- steering (store/sql_control.py) -----------------------------------------------------
@@ -207,6 +218,8 @@ class Store(Protocol):
         ...
 
     def resume(self, crawl: str, *, actor: str, origin: str | None = None) -> bool: ...
+
+    def knows_origin(self, crawl: str, origin: str) -> bool: ...
 
     def cancel(self, crawl: str, *, actor: str) -> int:
         """Ask the crawl's live workers to end their runs; how many were asked."""

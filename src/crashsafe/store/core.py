@@ -414,12 +414,25 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLControl):
 
         return self._run(go)
 
-    def retry_failed(self, crawl: str | None = None, *, actor: str | None = None) -> int:
+    def retry_failed(
+        self,
+        crawl: str | None = None,
+        *,
+        actor: str | None = None,
+        urls: Sequence[str] | None = None,
+    ) -> int:
+        if urls is not None and crawl is None:
+            raise ValueError("retry_failed: urls= needs the crawl they are of")
+
         def go() -> int:
             with self._write() as tx:
-                n = tx.run("requeue_failed", {"crawl": crawl})
+                if urls is None:
+                    n = tx.run("requeue_failed", {"crawl": crawl})
+                else:
+                    n = tx.run("requeue_urls", {"crawl": crawl, "urls": list(urls)})
                 if actor is not None and n:
-                    self._audit(tx, crawl or "*", "retry", None, actor, f"{n} URL(s)")
+                    target = None if urls is None else urls[0] if len(urls) == 1 else None
+                    self._audit(tx, crawl or "*", "retry", target, actor, f"{n} URL(s)")
                 return n
 
         return self._run(go)
@@ -450,6 +463,15 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLControl):
                 if len(rows) < self.read_page:
                     break
                 p["after"] = rows[-1][1]
+
+    def find_records(self, crawl: str, text: str, *, limit: int = 50) -> list[StoredRecord]:
+        """Records of ``crawl`` whose key holds ``text``, gone ones too, by key."""
+
+        def go() -> list[tuple[Any, ...]]:
+            with self._read() as tx:
+                return tx.rows("find_records", {"crawl": crawl, "text": text, "limit": limit})
+
+        return [self._stored_record(*row) for row in self._run(go)]
 
     def _stored_record(
         self,

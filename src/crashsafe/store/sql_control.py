@@ -42,14 +42,15 @@ class SQLControl(SQLBase):
     def _paused_origins(self, tx: Tx, crawl: str) -> set[str]:
         return {o for o, _, _ in tx.rows("paused_hosts", {"crawl": crawl})}
 
-    @staticmethod
-    def _shift_out(tx: Tx, ids: Sequence[int]) -> None:
-        """Move URLs of paused origins that a claim met out of the due set."""
+    def _shift_out(self, tx: Tx, ids: Sequence[int]) -> None:
+        """Move URLs of paused origins that a claim met out of the due set: pending ones,
+        and lapsed leases (given back first: else a hung worker's leases of a paused
+        origin would fill every scan, and the rest of the crawl would never be reached)."""
         if ids:
-            tx.run(
-                "shift_ids_out",
-                {"ids": list(ids), "shift": PAUSE_SHIFT, "shifted": PAUSE_SHIFTED},
-            )
+            p = {"ids": list(ids), "shift": PAUSE_SHIFT, "shifted": PAUSE_SHIFTED,
+                 "now": self._now()}  # fmt: skip
+            tx.run("shift_ids_out", p)
+            tx.run("release_lapsed_out", p)
 
     # -- actions ---------------------------------------------------------------------------
     def pause(self, crawl: str, *, actor: str, origin: str | None = None) -> bool:
@@ -67,8 +68,8 @@ class SQLControl(SQLBase):
 
         def go() -> bool:
             with self._write() as tx:
+                tx.rows("lock_control", p)  # (PostgreSQL: waits for the claims under way)
                 tx.run("add_control", p)
-                tx.rows("lock_control", p)  # (PostgreSQL: one action on a crawl at a time)
                 if origin is None:
                     changed = tx.run("pause_crawl" if paused else "resume_crawl", p) > 0
                 else:
@@ -90,6 +91,17 @@ class SQLControl(SQLBase):
             tx.run("shift_origin_out" if paused else "shift_origin_back", shift)
             tx.run("count_paused_hosts", p)
         return changed
+
+    def knows_origin(self, crawl: str, origin: str) -> bool:
+        """Whether ``crawl`` has a URL of ``origin`` (a pause of one it has not is kept,
+        but is likely a typo)."""
+
+        def go() -> bool:
+            with self._read() as tx:
+                p = {"crawl": crawl, "origin": origin, "low": origin + "/", "high": origin + "0"}
+                return bool(tx.rows("knows_origin", p)[0][0])
+
+        return self._run(go)
 
     def cancel(self, crawl: str, *, actor: str) -> int:
         """Ask every registered worker of ``crawl`` to end its run; how many were asked."""

@@ -700,7 +700,11 @@ WHERE crawl = %(crawl)s;
 INSERT INTO controls (crawl) VALUES (%(crawl)s) ON CONFLICT DO NOTHING;
 
 -- name: lock_control
-SELECT 1 FROM controls WHERE crawl = %(crawl)s FOR UPDATE;
+-- Every claim reads the controls table (its gate) and holds that read until it commits:
+-- taking the table whole waits for every claim under way, and holds back the claims that
+-- come after until this action has committed. So once an action returns, no claim that
+-- read the controls before it can still grant anything (a pause is a pause).
+LOCK TABLE controls IN ACCESS EXCLUSIVE MODE;
 
 -- name: pause_crawl
 UPDATE controls SET paused_at = crashsafe_now(%(now)s), paused_by = %(actor)s
@@ -760,3 +764,31 @@ VALUES (%(crawl)s, %(action)s, %(target)s, %(actor)s, crashsafe_now(%(now)s), %(
 SELECT id, crawl, action, target, actor, extract(epoch FROM at)::float8, detail FROM audit
 WHERE %(crawl)s::text IS NULL OR crawl = %(crawl)s
 ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: find_records
+SELECT crawl, id, source, key, key_json, url, version,
+       extract(epoch FROM first_seen)::float8, extract(epoch FROM last_changed)::float8,
+       coalesce(data_exact, data::text), extract(epoch FROM gone_at)::float8, is_item,
+       data_exact IS NOT NULL
+FROM records
+WHERE crawl = %(crawl)s AND strpos(key, %(text)s) > 0
+ORDER BY key, id
+LIMIT %(limit)s;
+
+-- name: requeue_urls
+UPDATE frontier
+SET state = 'pending', attempts = 0, next_attempt_at = 'epoch', done_at = NULL
+WHERE crawl = %(crawl)s AND state = 'failed' AND url = ANY(%(urls)s::text[]);
+
+-- name: release_lapsed_out
+-- Lapsed leases of paused origins that a claim met: back to pending (the lapsed grant may
+-- have fetched: an attempt) and out of the due set, so they never fill a claim's scan.
+UPDATE frontier
+SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
+    attempts = attempts + 1,
+    next_attempt_at = next_attempt_at + make_interval(secs => %(shift)s)
+WHERE id = ANY(%(ids)s::bigint[]) AND state = 'leased'
+  AND lease_expires < crashsafe_now(%(now)s);
+
+-- name: knows_origin
+SELECT EXISTS (SELECT 1 FROM frontier WHERE crawl = %(crawl)s AND origin = %(origin)s);

@@ -598,3 +598,29 @@ ORDER BY id DESC LIMIT :limit;
 -- name: lock_control
 -- (The write transaction already holds the database's only write lock.)
 SELECT 1 FROM controls WHERE crawl = :crawl;
+
+-- name: find_records
+-- Records whose key holds :text (the console's search), gone ones too, by key.
+SELECT crawl, id, source, key, key_json, url, version, first_seen, last_changed,
+       coalesce(data_exact, data), gone_at, is_item, data_exact IS NOT NULL
+FROM records
+WHERE crawl = :crawl AND instr(key, :text) > 0
+ORDER BY key, id
+LIMIT :limit;
+
+-- name: requeue_urls
+UPDATE frontier
+SET state = 'pending', attempts = 0, next_attempt_at = 0, done_at = NULL
+WHERE crawl = :crawl AND state = 'failed' AND url IN (SELECT value FROM json_each(:urls));
+
+-- name: release_lapsed_out
+-- Lapsed leases of paused origins that a claim met: back to pending (the lapsed grant may
+-- have fetched: an attempt) and out of the due set, so they never fill a claim's scan.
+UPDATE frontier
+SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
+    attempts = attempts + 1, next_attempt_at = next_attempt_at + :shift
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'leased' AND lease_expires < :now;
+
+-- name: knows_origin
+SELECT EXISTS (SELECT 1 FROM frontier
+               WHERE crawl = :crawl AND url >= :low AND url < :high);

@@ -1,0 +1,66 @@
+"""ui: the operator's console, a local web page over one database (``crashsafe/console``)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+
+from crashsafe.cli.options import db_option, open_db
+from crashsafe.errors import ConfigError
+from crashsafe.store import masked
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+@click.command()
+@db_option()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; any but 127.0.0.1 needs --token.")  # fmt: skip
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--token", envvar="CRASHSAFE_UI_TOKEN", default=None, metavar="TOKEN",
+              help="Needed by every request (env CRASHSAFE_UI_TOKEN): open "
+                   "/login?token=TOKEN once in the browser; scripts send "
+                   "'Authorization: Bearer TOKEN'.")  # fmt: skip
+@click.option("--read-only", is_flag=True, help="Show, never act: no pause, resume, retry.")
+def ui(db_url: str, host: str, port: int, token: str | None, read_only: bool) -> None:
+    """Serve the operator's console: every crawl of the database live (state, counts,
+    workers, errors, records, the audit), pause/resume/cancel/retry, and Prometheus
+    metrics at /metrics. Ctrl-C stops it; the jobs go on."""
+    from crashsafe.console.app import make_app
+    from crashsafe.console.guard import Guard
+    from crashsafe.console.snapshot import Hub
+    from crashsafe.demo.server import serve
+
+    if host not in LOOPBACK and not token:
+        raise ConfigError(
+            f"--host {host} lets other machines reach the console: give --token (or set "
+            "CRASHSAFE_UI_TOKEN) so that only those who know it can"
+        )
+    open_db(db_url, readonly=True).close()  # a database that is not there: said now
+    hub = Hub(lambda: open_db(db_url, readonly=read_only))
+    guard = Guard(host=host, token=token)
+    app = make_app(hub, guard, read_only=read_only)
+
+    async def main() -> None:
+        try:
+            runner, bound = await serve(app, host=host, port=port)
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+        guard.bound(bound)
+        where = f"http://{'127.0.0.1' if host in LOOPBACK else host}:{bound}/"
+        login = "login?token=... (the token)" if token else ""
+        mode = " (read-only)" if read_only else ""
+        click.echo(f"console of {masked(db_url)}{mode}: {where}{login}  metrics: {where}"
+                   "metrics  Ctrl-C stops it.", err=True)  # fmt: skip
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        click.echo("console stopped.", err=True)
+    finally:
+        hub.close()

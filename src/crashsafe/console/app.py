@@ -1,0 +1,169 @@
+"""The console's web server (aiohttp): the page, its data, its actions, ``/metrics``.
+
+- ``GET /``: the page (``static/index.html``; its script renders every value as text)
+- ``GET /api/state``: the snapshot (``snapshot.py``) as JSON; ``GET /api/events``: the
+  same as server-sent events, once a second while it changes
+- ``GET /api/records?crawl=NAME&q=TEXT``: records whose key holds TEXT, with their data
+- ``POST /api/crawls/{crawl}/{pause|resume|cancel|retry}``: JSON body ``{"origin": ...}``
+  (pause, resume), ``{"urls": [...]}`` (retry those; none: every failed URL); each is the
+  store operation the CLI runs, recorded in the audit as ``console@<address>``
+- ``GET /metrics``: Prometheus (``metrics.py``)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from importlib.resources import files
+from typing import Any
+
+from aiohttp import web
+
+from crashsafe.console.guard import Guard
+from crashsafe.console.metrics import CONTENT_TYPE, exposition
+from crashsafe.console.snapshot import Hub, iso
+from crashsafe.errors import ConfigError
+from crashsafe.store import Store
+
+STATIC = {
+    "console.js": "text/javascript",
+    "console.css": "text/css",
+}
+ACTIONS = {"pause", "resume", "cancel", "retry"}
+EVENTS_EVERY = 1.0
+RECORDS_SHOWN = 50
+HUB: web.AppKey[Hub] = web.AppKey("hub", Hub)
+GUARD: web.AppKey[Guard] = web.AppKey("guard", Guard)
+READ_ONLY: web.AppKey[bool] = web.AppKey("read_only", bool)
+
+
+def _static(name: str) -> str:
+    return files("crashsafe.console").joinpath("static", name).read_text("utf-8")
+
+
+async def index(request: web.Request) -> web.Response:
+    page = _static("index.html")
+    page = page.replace("{{csrf}}", request.app[GUARD].csrf)
+    page = page.replace("{{read_only}}", "true" if request.app[READ_ONLY] else "false")
+    return web.Response(text=page, content_type="text/html", charset="utf-8")
+
+
+async def static(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    if name not in STATIC:
+        raise web.HTTPNotFound()
+    return web.Response(text=_static(name), content_type=STATIC[name], charset="utf-8")
+
+
+async def state(request: web.Request) -> web.Response:
+    return web.json_response(await request.app[HUB].latest())
+
+
+async def events(request: web.Request) -> web.StreamResponse:
+    """The snapshot whenever it changes (and a comment every 15 s to keep proxies quiet),
+    until the page goes away or the console stops."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    hub = request.app[HUB]
+    sent = ""
+    quiet = 0.0
+    with contextlib.suppress(ConnectionResetError, asyncio.CancelledError):
+        while True:
+            snap = await hub.latest()
+            body = json.dumps(snap, separators=(",", ":"))
+            if body != sent:
+                await response.write(f"data: {body}\n\n".encode())
+                sent, quiet = body, 0.0
+            elif quiet >= 15:
+                await response.write(b": still here\n\n")
+                quiet = 0.0
+            await asyncio.sleep(EVENTS_EVERY)
+            quiet += EVENTS_EVERY
+    return response
+
+
+async def records(request: web.Request) -> web.Response:
+    crawl = request.query.get("crawl", "")
+    text = request.query.get("q", "")
+
+    def find(store: Store) -> list[dict[str, Any]]:
+        return [
+            {"key": r.key, "id": r.id, "url": r.url, "version": r.version, "data": r.data,
+             "first_seen": iso(r.first_seen), "last_changed": iso(r.last_changed),
+             "gone_at": iso(r.gone_at)}
+            for r in store.find_records(crawl, text, limit=RECORDS_SHOWN)
+        ]  # fmt: skip
+
+    return web.json_response({"records": await request.app[HUB].call(find)})
+
+
+async def action(request: web.Request) -> web.Response:
+    if request.app[READ_ONLY]:
+        raise web.HTTPForbidden(text="this console is read-only (--read-only)")
+    crawl, name = request.match_info["crawl"], request.match_info["action"]
+    if name not in ACTIONS:
+        raise web.HTTPNotFound(text=f"no action {name!r}: one of {sorted(ACTIONS)}")
+    try:
+        body = await request.json() if request.can_read_body else {}
+    except json.JSONDecodeError as exc:
+        raise web.HTTPBadRequest(text=f"the body is not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(text="the body is a JSON object")
+    actor = f"console@{request.remote or 'unknown'}"
+    try:
+        done = await request.app[HUB].call(_run_action(crawl, name, body, actor))
+    except ConfigError as exc:
+        raise web.HTTPBadRequest(text=str(exc)) from exc
+    await request.app[HUB].latest(fresh=True)
+    return web.json_response(done)
+
+
+def _run_action(
+    crawl: str, name: str, body: dict[str, Any], actor: str
+) -> Callable[[Store], dict[str, Any]]:
+    def run(store: Store) -> dict[str, Any]:
+        if crawl not in store.crawls():
+            raise ConfigError(f"no crawl named {crawl!r}")
+        if name in ("pause", "resume"):
+            origin = body.get("origin")
+            if origin is not None:
+                from crashsafe.cli.steer_cmds import canonical_origin
+
+                origin = canonical_origin(str(origin))
+            act = store.pause if name == "pause" else store.resume
+            return {"changed": act(crawl, actor=actor, origin=origin), "origin": origin}
+        if name == "cancel":
+            return {"workers": store.cancel(crawl, actor=actor)}
+        urls = body.get("urls")
+        if urls is not None and not (
+            isinstance(urls, list) and all(isinstance(u, str) for u in urls)
+        ):
+            raise ConfigError("urls: a list of URLs")
+        return {"requeued": store.retry_failed(crawl, actor=actor, urls=urls)}
+
+    return run
+
+
+async def metrics(request: web.Request) -> web.Response:
+    snap = await request.app[HUB].latest()
+    return web.Response(body=exposition(snap), headers={"Content-Type": CONTENT_TYPE})
+
+
+async def _no_content() -> web.Response:
+    return web.Response(status=204)
+
+
+def make_app(hub: Hub, guard: Guard, *, read_only: bool = False) -> web.Application:
+    app = web.Application(middlewares=[guard.middleware])
+    app[HUB], app[GUARD], app[READ_ONLY] = hub, guard, read_only
+    app.router.add_get("/", index)
+    app.router.add_get("/static/{name}", static)
+    app.router.add_get("/api/state", state)
+    app.router.add_get("/api/events", events)
+    app.router.add_get("/api/records", records)
+    app.router.add_post("/api/crawls/{crawl}/{action}", action)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/favicon.ico", lambda _: _no_content())
+    return app

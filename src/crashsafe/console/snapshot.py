@@ -1,0 +1,165 @@
+"""What the console shows, read from the store in one go: every crawl's state and counts,
+its workers, paused origins, dead letter by error, webhook deliveries, and the audit.
+
+A snapshot is plain JSON-ready data. ``Hub`` takes one at most every ``every`` seconds
+whatever the number of pages watching, on the one thread that holds the store (a store is
+used from one thread at a time), and keeps an hour of done counts for the rate chart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from crashsafe.store import Control, FailedUrl, Store, WorkerInfo
+
+T = TypeVar("T")
+HISTORY_SECONDS = 3600.0
+SAMPLE_EVERY = 5.0  # seconds between two points of the rate chart
+FAILED_GROUPS = 20  # error groups shown per crawl
+GROUP_URLS = 10_000  # URLs of a group a retry of the group re-queues at most
+EXAMPLE_ERROR_CHARS = 2000
+
+
+def iso(ts: float | None) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+
+
+def crawl_state(
+    pending: int, leased: int, done: int, control: Control, workers: list[WorkerInfo], waiting: int
+) -> tuple[str, str]:
+    """(state, why): ``paused``, ``running``, ``waiting``, ``complete`` or ``stopped``."""
+    alive = sum(1 for w in workers if w.alive)
+    if control.paused:
+        return "paused", f"paused by {control.paused_by}"
+    if pending + leased == 0:
+        return ("complete", "nothing pending") if done else ("stopped", "nothing crawled yet")
+    if alive and waiting and not leased:
+        return "waiting", "every page left waits for an origin that cannot be reached"
+    if alive:
+        if control.origins and not leased:
+            return "waiting", "the pages left are at paused origins"
+        return "running", f"{alive} worker(s)"
+    return "stopped", "pages left, no worker running: run the crawl command to resume"
+
+
+def take(store: Store) -> dict[str, Any]:
+    """One snapshot of every crawl in ``store`` (see the module docstring)."""
+    crawls = []
+    for name in store.crawls():
+        s = store.stats(name)
+        e = store.effect_stats(name)
+        control = store.control(name)
+        workers = store.workers(name)
+        waiting = [w for w in store.waiting(name) if w.pages]
+        failed = store.failed(name) if s.failed else []
+        state, why = crawl_state(s.pending, s.leased, s.done, control, workers, len(waiting))
+        crawls.append({
+            "name": name,
+            "state": state,
+            "why": why,
+            "urls": {"pending": s.pending, "leased": s.leased, "done": s.done,
+                     "failed": s.failed, "skipped": s.outcomes.get("skipped", 0)},
+            "records": {"live": s.records, "gone": e.gone, "versions": e.versions},
+            "requests": {"total": s.requests, "retries": s.retries, "repeated": s.repeated,
+                         "stale": s.stale},
+            "deliveries": dict(e.deliveries),
+            "paused": None if not control.paused else
+                {"by": control.paused_by, "since": iso(control.paused_since)},
+            "paused_origins": [{"origin": o.origin, "by": o.by, "since": iso(o.since)}
+                               for o in control.origins],
+            "workers": [{"owner": w.owner, "host": w.host, "pid": w.pid, "alive": w.alive,
+                         "leases": w.leases, "pages": w.pages, "started_at": iso(w.started_at)}
+                        for w in workers],
+            "waiting": [{"origin": w.origin, "pages": w.pages, "why": w.why} for w in waiting],
+            "failed_groups": failed_groups(failed),
+        })  # fmt: skip
+    audit = [
+        {"crawl": a.crawl, "action": a.action, "target": a.target, "actor": a.actor,
+         "at": iso(a.at), "detail": a.detail}
+        for a in store.audit(limit=50)
+    ]  # fmt: skip
+    return {"at": iso(time.time()), "crawls": crawls, "audit": audit}
+
+
+def failed_groups(failed: list[FailedUrl]) -> list[dict[str, Any]]:
+    """The dead letter by error (as ``failed --group``), most frequent first: each with its
+    URLs (for a retry of the group) and an example's whole error, which holds the first
+    bytes of the response that failed."""
+    from crashsafe.cli.options import short_error
+
+    groups: dict[str, list[FailedUrl]] = {}
+    for row in failed:
+        groups.setdefault(short_error(row.error), []).append(row)
+    ranked = sorted(groups.items(), key=lambda item: -len(item[1]))[:FAILED_GROUPS]
+    return [
+        {"count": len(rows), "error": error, "example": rows[0].url,
+         "example_error": (rows[0].error or "")[:EXAMPLE_ERROR_CHARS],
+         "status": rows[0].http_status, "urls": [r.url for r in rows[:GROUP_URLS]]}
+        for error, rows in ranked
+    ]  # fmt: skip
+
+
+class Hub:
+    """The console's one store, on its own thread, and the latest snapshot of it."""
+
+    def __init__(self, open_store: Callable[[], Store], *, every: float = 1.0) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crashsafe-console")
+        self._store: Store | None = None
+        self._open = open_store
+        self.every = every
+        self._latest: dict[str, Any] | None = None
+        self._taken = 0.0
+        self._lock = asyncio.Lock()
+        self._history: dict[str, deque[tuple[float, int]]] = {}
+
+    async def call(self, fn: Callable[[Store], T]) -> T:
+        """Run ``fn(store)`` on the store's thread."""
+
+        def run() -> T:
+            if self._store is None:
+                self._store = self._open()
+            return fn(self._store)
+
+        return await asyncio.get_running_loop().run_in_executor(self._pool, run)
+
+    async def latest(self, *, fresh: bool = False) -> dict[str, Any]:
+        """The snapshot, taken again if it is older than ``every`` (or ``fresh``)."""
+        async with self._lock:
+            now = time.monotonic()
+            if fresh or self._latest is None or now - self._taken >= self.every:
+                snap = await self.call(take)
+                self._taken = time.monotonic()
+                self._note(snap)
+                self._latest = snap
+            return self._latest
+
+    def _note(self, snap: dict[str, Any]) -> None:
+        """Keep an hour of (time, pages done) per crawl; each crawl's ``rate`` is pages
+        per second between the points kept."""
+        now = time.time()
+        for crawl in snap["crawls"]:
+            points = self._history.setdefault(crawl["name"], deque())
+            done = crawl["urls"]["done"] + crawl["urls"]["failed"]
+            if not points or now - points[-1][0] >= SAMPLE_EVERY:
+                points.append((now, done))
+            while points and now - points[0][0] > HISTORY_SECONDS:
+                points.popleft()
+            crawl["rate"] = [
+                {"at": iso(t1), "per_second": round((d1 - d0) / (t1 - t0), 2)}
+                for (t0, d0), (t1, d1) in zip(points, list(points)[1:], strict=False)
+                if t1 > t0
+            ]
+
+    def close(self) -> None:
+        def shut() -> None:
+            if self._store is not None:
+                self._store.close()
+
+        self._pool.submit(shut).result()
+        self._pool.shutdown()

@@ -1,0 +1,171 @@
+// The crashsafe console: renders the snapshots /api/events sends. Every value from the
+// database is put in the page as text (textContent), never as markup: a record or an
+// error holding "<script>" shows those characters and runs nothing.
+"use strict";
+
+const csrf = document.querySelector('meta[name="crashsafe-csrf"]').content;
+const readOnly = document.querySelector('meta[name="crashsafe-read-only"]').content === "true";
+const cards = new Map(); // crawl name -> {card, data: the JSON it was drawn from, steer}
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function table(headers, rows) {
+  return el("table", {},
+    el("thead", {}, el("tr", {}, ...headers.map((h) => el("th", {}, h)))),
+    el("tbody", {}, ...rows.map((cells) => el("tr", {}, ...cells.map((c) =>
+      c instanceof Node ? el("td", {}, c) :
+        el("td", typeof c === "number" ? { class: "n" } : {}, typeof c === "number" ? c.toLocaleString("en") : c))))));
+}
+
+async function act(crawl, action, body) {
+  const response = await fetch(`/api/crawls/${encodeURIComponent(crawl)}/${action}`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-Crashsafe-CSRF": csrf },
+    body: JSON.stringify(body || {}),
+  });
+  const text = await response.text();
+  if (!response.ok) { alert(`${action} failed: ${text}`); return; }
+  note(`${action} ${crawl}: ${text}`);
+}
+
+function note(text) {
+  document.getElementById("mode").textContent = text;
+}
+
+function chart(rate) {
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("class", "chart");
+  svg.setAttribute("viewBox", "0 0 600 80");
+  svg.setAttribute("preserveAspectRatio", "none");
+  if (rate.length > 1) {
+    const top = Math.max(1, ...rate.map((p) => p.per_second));
+    const points = rate.map((p, i) =>
+      `${(i / (rate.length - 1)) * 600},${78 - (p.per_second / top) * 74}`).join(" ");
+    const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+    line.setAttribute("points", points);
+    svg.append(line);
+  }
+  const title = document.createElementNS("http://www.w3.org/2000/svg", "title");
+  const last = rate.length ? rate[rate.length - 1].per_second : 0;
+  title.textContent = `pages per second, last hour (now ${last})`;
+  svg.append(title);
+  return svg;
+}
+
+function steerRow(name) {
+  // Made once per crawl and kept: what is typed in it survives the live updates.
+  const origin = el("input", { type: "text", placeholder: "https://host:port", "aria-label": "origin" });
+  return el("div", { class: "row steer" },
+    el("button", { onclick: () => act(name, "pause") }, "Pause"),
+    el("button", { onclick: () => act(name, "resume") }, "Resume"),
+    el("button", { class: "danger", onclick: () => { if (confirm(`Cancel every worker of ${name}?`)) act(name, "cancel"); } }, "Cancel"),
+    el("span", { class: "muted" }, "origin:"), origin,
+    el("button", { onclick: () => act(name, "pause", { origin: origin.value }) }, "Pause origin"),
+    el("button", { onclick: () => act(name, "resume", { origin: origin.value }) }, "Resume origin"));
+}
+
+function drawCrawl(c) {
+  const u = c.urls, r = c.records, q = c.requests;
+  const parts = [
+    el("h2", {}, c.name, " ", el("span", { class: `badge state-${c.state}`, "data-state": c.state }, c.state),
+      " ", el("span", { class: "muted why" }, c.why)),
+    el("div", { class: "counts" },
+      ...[["pending", u.pending], ["leased", u.leased], ["done", u.done], ["failed", u.failed],
+          ["skipped", u.skipped], ["records", r.live], ["gone", r.gone], ["versions", r.versions],
+          ["requests", q.total], ["retries", q.retries], ["repeated", q.repeated]]
+        .map(([label, n]) => el("div", { "data-count": label }, el("b", {}, n.toLocaleString("en")), label))),
+    chart(c.rate || []),
+  ];
+  if (c.paused) parts.push(el("p", {}, `Paused by ${c.paused.by} since ${c.paused.since}.`));
+  if (c.paused_origins.length) {
+    parts.push(el("h3", {}, "Paused origins"), table(["origin", "by", "since", ""], c.paused_origins.map((o) =>
+      [o.origin, o.by, o.since, readOnly ? "" : el("button", { onclick: () => act(c.name, "resume", { origin: o.origin }) }, "Resume")])));
+  }
+  if (c.workers.length) {
+    parts.push(el("h3", {}, "Workers"), table(["host", "pid", "alive", "leases", "pages", "started"],
+      c.workers.map((w) => [w.host, String(w.pid), w.alive ? "alive" : "dead", w.leases, w.pages, w.started_at])));
+  }
+  if (c.waiting.length) {
+    parts.push(el("h3", {}, "Waiting for"), table(["origin", "pages", "why"],
+      c.waiting.map((w) => [w.origin, w.pages, w.why])));
+  }
+  if (c.failed_groups.length) {
+    parts.push(el("h3", {}, "Dead letter ", readOnly ? "" : el("button", { onclick: () => act(c.name, "retry") }, "Retry all")),
+      table(["count", "error", "example", ""], c.failed_groups.map((g) => [
+        g.count, el("div", {}, g.error, el("pre", { class: "muted" }, g.example_error)), g.example,
+        readOnly ? "" : el("button", { class: "retry-group", onclick: () => act(c.name, "retry", { urls: g.urls }) }, "Retry group")])));
+  }
+  const d = c.deliveries;
+  if (Object.keys(d).length) {
+    parts.push(el("h3", {}, "Webhook deliveries"), table(Object.keys(d), [Object.values(d)]));
+  }
+  return parts;
+}
+
+function render(snap) {
+  document.getElementById("updated").textContent = `updated ${snap.at}`;
+  const box = document.getElementById("crawls");
+  if (!snap.crawls.length) box.replaceChildren(el("p", { class: "muted" }, "No crawl in this database yet."));
+  else if (!cards.size) box.replaceChildren();
+  for (const c of snap.crawls) {
+    let entry = cards.get(c.name);
+    if (!entry) {
+      const body = el("div", { class: "body" });
+      entry = { card: el("article", { class: "crawl", "data-crawl": c.name }, body), body, data: "" };
+      if (!readOnly) entry.card.append(steerRow(c.name));
+      cards.set(c.name, entry);
+      box.append(entry.card);
+    }
+    const json = JSON.stringify(c);
+    if (json !== entry.data) {
+      entry.body.replaceChildren(...drawCrawl(c));
+      entry.data = json;
+    }
+  }
+  const select = document.getElementById("record-crawl");
+  const names = snap.crawls.map((c) => c.name);
+  if ([...select.options].map((o) => o.value).join("\n") !== names.join("\n")) {
+    select.replaceChildren(...names.map((n) => el("option", { value: n }, n)));
+  }
+  document.getElementById("audit").replaceChildren(snap.audit.length ?
+    table(["at", "crawl", "action", "target", "by", ""], snap.audit.map((a) =>
+      [a.at, a.crawl, a.action, a.target || "", a.actor, a.detail || ""])) :
+    el("p", { class: "muted" }, "No action recorded."));
+}
+
+async function searchRecords(event) {
+  event.preventDefault();
+  const crawl = document.getElementById("record-crawl").value;
+  const q = document.getElementById("record-q").value;
+  const response = await fetch(`/api/records?crawl=${encodeURIComponent(crawl)}&q=${encodeURIComponent(q)}`);
+  const out = document.getElementById("records");
+  if (!response.ok) { out.replaceChildren(el("p", { class: "error" }, await response.text())); return; }
+  const { records } = await response.json();
+  out.replaceChildren(records.length ? table(["key", "version", "data", "url", "changed"], records.map((r) =>
+    [r.key, r.version, el("pre", { class: "record-data" }, JSON.stringify(r.data, null, 1)), r.url || "",
+     r.gone_at ? `gone ${r.gone_at}` : r.last_changed])) : el("p", { class: "muted" }, "No record matches."));
+}
+
+function connect() {
+  const live = document.getElementById("live");
+  const source = new EventSource("/api/events");
+  source.onopen = () => { live.textContent = "live"; };
+  source.onmessage = (event) => render(JSON.parse(event.data));
+  source.onerror = () => { live.textContent = "reconnecting"; };
+}
+
+document.getElementById("record-search").addEventListener("submit", searchRecords);
+if (readOnly) note("read-only");
+connect();

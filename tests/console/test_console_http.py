@@ -1,0 +1,153 @@
+"""The console over HTTP (#27): /metrics agrees with `status --json` while four workers
+run, actions are the store's (and audited), and the console keeps to itself: its own
+address, a token when asked for one, CSRF on every action, read-only when told."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from crashsafe.demo.shop import ShopThread
+from tests.console.helpers import Console, console
+from tests.helpers import get_json, reaped, run_cli, start_cli, wait_for
+from tests.integration.test_cli import crawl_args
+
+
+def status(db_url: str) -> dict[str, Any]:
+    result = run_cli("status", "--db", db_url, "--json")
+    assert result.returncode == 0, result.stderr
+    [row] = json.loads(result.stdout)
+    return row  # type: ignore[no-any-return]
+
+
+def metrics(c: Console, **headers: str) -> dict[str, float]:
+    code, text = c.get("/metrics", headers)
+    assert code == 200, text
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values
+
+
+def agree(c: Console, db_url: str, alive: int) -> None:
+    """/metrics (a fresh snapshot) against `status --json`, on a crawl that stands still."""
+    row = status(db_url)
+    wait_for(lambda: metrics(c)['crashsafe_urls{crawl="demo-shop",state="done"}'] == row["done"])
+    m = metrics(c)
+    for state in ("pending", "leased", "done", "failed"):
+        assert m[f'crashsafe_urls{{crawl="demo-shop",state="{state}"}}'] == row[state], state
+    assert m['crashsafe_records{crawl="demo-shop",state="live"}'] == row["records"]
+    assert m['crashsafe_records{crawl="demo-shop",state="gone"}'] == row["effects"]["gone"]
+    assert m['crashsafe_requests{crawl="demo-shop",kind="total"}'] == row["requests"]
+    assert m['crashsafe_requests{crawl="demo-shop",kind="repeated"}'] == row["repeated"]
+    assert m['crashsafe_workers{alive="true",crawl="demo-shop"}'] == alive
+    assert sum(w["alive"] for w in row["workers"]) == alive
+
+
+def test_metrics_equal_status_while_four_workers_run(
+    shop: Callable[..., ShopThread], any_db_url: str
+) -> None:
+    # 210 pages, four workers of one request each, 200 ms a page: 10 s at least. Paused
+    # from a shell after its first requests, it then stands still while the four workers
+    # wait, however long the console takes to start on a busy machine.
+    site = shop(listings=10, per_listing=20, latency_ms=200)
+    args = crawl_args(site, any_db_url, "--workers", "4", "--concurrency", "1")
+    with reaped(start_cli(*args)) as crawl:
+        wait_for(lambda: get_json(f"{site.url}/stats")["requests"] >= 8)
+        assert run_cli("pause", "--db", any_db_url, "--by", "tester").returncode == 0
+        with console(any_db_url) as c:
+            wait_for(lambda: sum(w["alive"] for w in c.crawl()["workers"]) == 4)
+            wait_for(lambda: status(any_db_url)["leased"] == 0)
+            assert c.crawl()["state"] == "paused" and c.crawl()["paused"]["by"] == "tester"
+            assert status(any_db_url)["done"] < 210  # (paused well before the end)
+            agree(c, any_db_url, alive=4)
+            assert metrics(c)['crashsafe_paused{crawl="demo-shop"}'] == 1
+            code, said = c.post("/api/crawls/demo-shop/resume")
+            assert code == 200 and json.loads(said)["changed"] is True, said
+            _, err = crawl.communicate(timeout=180)
+            assert crawl.returncode == 0, err
+            agree(c, any_db_url, alive=0)
+            assert c.crawl()["state"] == "complete"
+            audit = c.state()["audit"]
+            assert [(a["action"], a["actor"]) for a in audit[:2]] == [
+                ("resume", "console@127.0.0.1"),
+                ("pause", "tester"),
+            ]
+    assert get_json(f"{site.url}/stats")["repeated"] == 0
+
+
+def test_actions_need_the_pages_csrf_token_and_its_origin(
+    shop: Callable[..., ShopThread], db_url: str
+) -> None:
+    site = shop(listings=1, per_listing=2)
+    assert run_cli(*crawl_args(site, db_url)).returncode == 0
+    with console(db_url) as c:
+        path = "/api/crawls/demo-shop/pause"
+        assert c.post(path, csrf=None)[0] == 403
+        assert c.post(path, csrf="guessed")[0] == 403
+        assert c.post(path, Origin="http://evil.example")[0] == 403
+        assert not c.crawl()["paused"]  # none of those did anything
+        assert c.post(path, Origin=c.url)[0] == 200
+        assert c.crawl()["paused"]["by"] == "console@127.0.0.1"
+        code, said = c.post("/api/crawls/demo-shop/pause", {"origin": "not an origin"})
+        assert code == 400 and "give scheme://host[:port]" in said
+        assert c.post("/api/crawls/nope/pause")[0] == 400
+        assert c.post("/api/crawls/demo-shop/explode")[0] == 404
+        # Reached through another name (DNS rebinding): not answered at all.
+        assert c.get("/api/state", {"Host": "evil.example"})[0] == 421
+        # Every answer forbids other scripts, framing and sniffing.
+        import urllib.request
+
+        with urllib.request.urlopen(c.url + "/", timeout=10) as resp:
+            csp = resp.headers["Content-Security-Policy"]
+            assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+            assert resp.headers["X-Frame-Options"] == "DENY"
+
+
+def test_a_token_guards_every_request(shop: Callable[..., ShopThread], db_url: str) -> None:
+    site = shop(listings=1, per_listing=2)
+    assert run_cli(*crawl_args(site, db_url)).returncode == 0
+    with console(db_url, "--token", "s3cret-token") as c:
+        assert c.get("/api/state")[0] == 401
+        assert c.get("/metrics")[0] == 401
+        assert c.get("/metrics", {"Authorization": "Bearer wrong"})[0] == 401
+        assert "crashsafe_urls" in c.get("/metrics", {"Authorization": "Bearer s3cret-token"})[1]
+        assert c.get("/login?token=wrong")[0] == 401
+    refused = run_cli("ui", "--db", db_url, "--host", "0.0.0.0", "--port", "0")
+    assert refused.returncode == 1 and "give --token" in refused.stderr
+
+
+def test_login_sets_a_cookie_that_lets_the_page_in(
+    shop: Callable[..., ShopThread], db_url: str
+) -> None:
+    import http.cookiejar
+    import urllib.request
+
+    site = shop(listings=1, per_listing=2)
+    assert run_cli(*crawl_args(site, db_url)).returncode == 0
+    with console(db_url, "--token", "s3cret-token") as c:
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        with opener.open(f"{c.url}/login?token=s3cret-token", timeout=10) as resp:
+            assert resp.url == f"{c.url}/" and "crashsafe-csrf" in resp.read().decode()
+        [cookie] = list(jar)
+        assert cookie.has_nonstandard_attr("HttpOnly")
+        with opener.open(f"{c.url}/api/state", timeout=10) as resp:
+            assert json.load(resp)["crawls"][0]["name"] == "demo-shop"
+
+
+def test_read_only_shows_and_never_acts(shop: Callable[..., ShopThread], db_url: str) -> None:
+    site = shop(listings=1, per_listing=2, error_rate=1.0, error_attempts=9)
+    args = crawl_args(site, db_url, "--max-attempts", "1")
+    assert run_cli(*args).returncode == 1  # every page failed
+    with console(db_url, "--read-only") as c:
+        [group] = c.crawl()["failed_groups"]
+        assert group["count"] == 1 and group["error"] == "HTTP 500 (gave up after 1 attempts)"
+        assert "body: try again" in group["example_error"]  # the response's first bytes
+        assert c.post("/api/crawls/demo-shop/retry")[0] == 403
+        assert c.post("/api/crawls/demo-shop/pause")[0] == 403
+        assert 'content="true"' in c.get("/")[1]
+    assert status(db_url)["failed"] == 1 and status(db_url).get("paused") is None
