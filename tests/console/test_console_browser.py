@@ -129,3 +129,41 @@ def test_markup_in_a_record_or_an_error_is_shown_as_text(page: Any, db_url: str)
         screenshot(page, "console-records")
         assert page.locator("#records script, #records img, #crawls script").count() == 0
         assert page.evaluate("window.pwned") is None
+
+
+def test_a_records_versions_show_what_changed(
+    page: Any, shop: Callable[..., ShopThread], db_url: str
+) -> None:
+    import dataclasses
+
+    site = shop(listings=1, per_listing=20)
+    assert run_cli(*crawl_args(site, db_url)).returncode == 0
+    site.shop.options = dataclasses.replace(site.shop.options, round=1)  # prices change
+    assert run_cli("recrawl", "--db", db_url).returncode == 0
+    assert run_cli(*crawl_args(site, db_url)).returncode == 0
+    changed = [r for r in exported(db_url) if r["version"] == 2]
+    assert changed, "round 1 changes some prices"
+    key = changed[0]["key"]
+    with console(db_url) as c:
+        page.goto(c.url)
+        page.fill("#record-q", key)
+        page.get_by_role("button", name="Search").click()
+        page.locator("button.versions").first.click()
+        page.locator("#versions .changed").first.wait_for()
+        text = page.locator("#versions").inner_text()
+        assert f"Versions of {key}" in text and "record.updated" in text
+        assert "~ price:" in text and "→" in text
+        screenshot(page, "console-versions")
+
+
+def test_a_batch_job_on_the_page(page: Any, tmp_path: Any) -> None:
+    demo = run_cli("batch", "demo", "--dir", str(tmp_path / "job"), timeout=300)
+    assert demo.returncode == 0, demo.stderr
+    checkpoint = str(tmp_path / "job" / "results.jsonl")
+    with console(f"sqlite:///{tmp_path / 'none.db'}", "--checkpoint", checkpoint) as c:
+        page.goto(c.url)
+        answered = page.locator(f'[data-checkpoint="{checkpoint}"] [data-count="answered"] b')
+        answered.wait_for()
+        assert answered.inner_text() == "200"
+        assert "positive" in page.locator("#batches").inner_text()
+        screenshot(page, "console-batch")

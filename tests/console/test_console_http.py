@@ -10,7 +10,7 @@ from typing import Any
 
 from crashsafe.demo.shop import ShopThread
 from tests.console.helpers import Console, console
-from tests.helpers import get_json, reaped, run_cli, start_cli, wait_for
+from tests.helpers import get_json, reaped, run_cli, start_cli, wait_for, wait_for_line
 from tests.integration.test_cli import crawl_args
 
 
@@ -65,7 +65,7 @@ def test_metrics_equal_status_while_four_workers_run(
             assert status(any_db_url)["done"] < 210  # (paused well before the end)
             agree(c, any_db_url, alive=4)
             assert metrics(c)['crashsafe_paused{crawl="demo-shop"}'] == 1
-            code, said = c.post("/api/crawls/demo-shop/resume")
+            code, said = c.post("/api/resume", {"crawl": "demo-shop"})
             assert code == 200 and json.loads(said)["changed"] is True, said
             _, err = crawl.communicate(timeout=180)
             assert crawl.returncode == 0, err
@@ -85,17 +85,20 @@ def test_actions_need_the_pages_csrf_token_and_its_origin(
     site = shop(listings=1, per_listing=2)
     assert run_cli(*crawl_args(site, db_url)).returncode == 0
     with console(db_url) as c:
-        path = "/api/crawls/demo-shop/pause"
-        assert c.post(path, csrf=None)[0] == 403
-        assert c.post(path, csrf="guessed")[0] == 403
-        assert c.post(path, Origin="http://evil.example")[0] == 403
+        path, crawl = "/api/pause", {"crawl": "demo-shop"}
+        assert c.post(path, crawl, csrf=None)[0] == 403
+        assert c.post(path, crawl, csrf="guessed")[0] == 403
+        assert c.post(path, crawl, csrf="\xff")[0] == 403  # (a byte no UTF-8 holds)
+        assert c.post(path, crawl, Origin="http://evil.example")[0] == 403
         assert not c.crawl()["paused"]  # none of those did anything
-        assert c.post(path, Origin=c.url)[0] == 200
+        assert c.post(path, crawl, Origin=c.url)[0] == 200
         assert c.crawl()["paused"]["by"] == "console@127.0.0.1"
-        code, said = c.post("/api/crawls/demo-shop/pause", {"origin": "not an origin"})
-        assert code == 400 and "give scheme://host[:port]" in said
-        assert c.post("/api/crawls/nope/pause")[0] == 400
-        assert c.post("/api/crawls/demo-shop/explode")[0] == 404
+        for bad in ("not an origin", "http://[::1", "http://a.test:99999", "http://a\x00b"):
+            code, said = c.post(path, {**crawl, "origin": bad})
+            assert code == 400 and "give scheme://host[:port]" in said, bad
+        assert c.post(path, {"crawl": "nope"})[0] == 400
+        assert c.post(path, ["not", "an", "object"])[0] == 400
+        assert c.post("/api/explode", crawl)[0] == 404
         # Reached through another name (DNS rebinding): not answered at all.
         assert c.get("/api/state", {"Host": "evil.example"})[0] == 421
         # Every answer forbids other scripts, framing and sniffing.
@@ -147,7 +150,54 @@ def test_read_only_shows_and_never_acts(shop: Callable[..., ShopThread], db_url:
         [group] = c.crawl()["failed_groups"]
         assert group["count"] == 1 and group["error"] == "HTTP 500 (gave up after 1 attempts)"
         assert "body: try again" in group["example_error"]  # the response's first bytes
-        assert c.post("/api/crawls/demo-shop/retry")[0] == 403
-        assert c.post("/api/crawls/demo-shop/pause")[0] == 403
+        assert c.post("/api/retry", {"crawl": "demo-shop"})[0] == 403
+        assert c.post("/api/pause", {"crawl": "demo-shop"})[0] == 403
         assert 'content="true"' in c.get("/")[1]
     assert status(db_url)["failed"] == 1 and status(db_url).get("paused") is None
+
+
+def test_batch_jobs_are_shown_from_their_checkpoints(tmp_path: Any) -> None:
+    demo = run_cli("batch", "demo", "--dir", str(tmp_path / "job"), timeout=300)
+    assert demo.returncode == 0, demo.stderr
+    checkpoint = tmp_path / "job" / "results.jsonl"
+    missing = tmp_path / "not-yet.jsonl"
+    report = run_cli("batch", "report", str(checkpoint), "--format", "json")
+    assert report.returncode == 0, report.stderr
+    # No crawl database here: the console shows the batch jobs alone.
+    nowhere = f"sqlite:///{tmp_path / 'none.db'}"
+    with console(nowhere, "--checkpoint", str(checkpoint), "--checkpoint", str(missing)) as c:
+        job, later = c.state()["batches"]
+        assert later["error"].startswith("no such file yet")
+        assert job["items"] == 200 and job["batches"] >= 20 and job["failed_not_done"] == 0
+        assert sum(job["labels"].values()) == 200
+        assert set(job["labels"]) <= {"positive", "negative", "neutral"}
+        assert job["usage"]["prompt_tokens"] > 0 and job["cost"] > 0
+        assert c.state()["crawls"] == []
+    summary = json.loads(report.stdout)["summary"]
+    assert (summary["items"], summary["labels"]) == (job["items"], job["labels"])  # as it says
+
+
+def test_ctrl_c_stops_the_console_while_a_page_is_open(
+    shop: Callable[..., ShopThread], db_url: str
+) -> None:
+    import signal
+    import urllib.request
+
+    site = shop(listings=1, per_listing=2)
+    assert run_cli(*crawl_args(site, db_url)).returncode == 0
+    with reaped(start_cli("ui", "--db", db_url, "--port", "0")) as proc:
+        said = wait_for_line(proc.stderr, "Ctrl-C stops it")
+        port = said.split("http://127.0.0.1:")[1].split("/")[0]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/events", timeout=30) as events:
+            assert events.readline().startswith(b"data: ")  # a page is watching
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=30)  # (it waited for the page to go away, for ever)
+        assert proc.returncode == 0 and "console stopped" in proc.stderr.read()
+
+
+def test_the_console_answers_to_its_own_address_in_ipv6_form_too() -> None:
+    from crashsafe.console.guard import Guard
+
+    guard = Guard(host="::1", token=None)
+    guard.bound(8765)
+    assert guard.hosts == {"[::1]:8765", "localhost:8765", "127.0.0.1:8765"}

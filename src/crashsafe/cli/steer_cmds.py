@@ -4,6 +4,7 @@ database, and see who did (``store/sql_control.py`` has the rules)."""
 from __future__ import annotations
 
 import getpass
+import re
 import socket
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -18,6 +19,7 @@ from crashsafe.store import masked
 from crashsafe.text import printable
 
 F = TypeVar("F", bound=Callable[..., Any])
+_HOST = re.compile(r"[\w.-]+|[0-9a-f:.]+", re.IGNORECASE)  # a name (IDN too) or an IPv6 address
 
 
 def default_actor() -> str:
@@ -35,11 +37,19 @@ def canonical_origin(text: str) -> str:
     from crashsafe.ids import canonical_url
     from crashsafe.store.hosts import origin_of
 
-    parts = urlsplit(text.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(
-            f"--origin {text!r}: give scheme://host[:port], e.g. --origin https://example.com"
-        )
+    usage = f"--origin {text!r}: give scheme://host[:port], e.g. --origin https://example.com"
+    try:
+        parts = urlsplit(text.strip())
+        parts.port  # noqa: B018  (raises for a port out of range)
+    except ValueError as exc:
+        raise ConfigError(f"{usage} ({exc})") from exc
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.username is not None
+        or not _HOST.fullmatch(parts.hostname)
+    ):
+        raise ConfigError(usage)
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise ConfigError(
             f"--origin {text!r}: an origin has no path; did you mean "

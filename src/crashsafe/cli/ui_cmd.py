@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import click
 
 from crashsafe.cli.options import db_option, open_db
-from crashsafe.errors import ConfigError
+from crashsafe.errors import ConfigError, CrashsafeError
 from crashsafe.store import masked
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -23,7 +24,17 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
                    "/login?token=TOKEN once in the browser; scripts send "
                    "'Authorization: Bearer TOKEN'.")  # fmt: skip
 @click.option("--read-only", is_flag=True, help="Show, never act: no pause, resume, retry.")
-def ui(db_url: str, host: str, port: int, token: str | None, read_only: bool) -> None:
+@click.option("--checkpoint", "checkpoints", multiple=True, metavar="FILE",
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="A batch job's checkpoint to show too (repeat for several).")  # fmt: skip
+def ui(
+    db_url: str,
+    host: str,
+    port: int,
+    token: str | None,
+    read_only: bool,
+    checkpoints: tuple[Path, ...],
+) -> None:
     """Serve the operator's console: every crawl of the database live (state, counts,
     workers, errors, records, the audit), pause/resume/cancel/retry, and Prometheus
     metrics at /metrics. Ctrl-C stops it; the jobs go on."""
@@ -37,8 +48,15 @@ def ui(db_url: str, host: str, port: int, token: str | None, read_only: bool) ->
             f"--host {host} lets other machines reach the console: give --token (or set "
             "CRASHSAFE_UI_TOKEN) so that only those who know it can"
         )
-    open_db(db_url, readonly=True).close()  # a database that is not there: said now
-    hub = Hub(lambda: open_db(db_url, readonly=read_only))
+    try:
+        open_db(db_url, readonly=True).close()  # a database that is not there: said now
+    except CrashsafeError as exc:
+        if not checkpoints:
+            raise
+        click.echo(f"{exc}: showing the batch jobs only", err=True)
+        hub = Hub(None, checkpoints=checkpoints)
+    else:
+        hub = Hub(lambda: open_db(db_url, readonly=read_only), checkpoints=checkpoints)
     guard = Guard(host=host, token=token)
     app = make_app(hub, guard, read_only=read_only)
 
@@ -48,7 +66,8 @@ def ui(db_url: str, host: str, port: int, token: str | None, read_only: bool) ->
         except OSError as exc:
             raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
         guard.bound(bound)
-        where = f"http://{'127.0.0.1' if host in LOOPBACK else host}:{bound}/"
+        shown = "127.0.0.1" if host in ("127.0.0.1", "localhost") else host
+        where = f"http://{f'[{shown}]' if ':' in shown else shown}:{bound}/"
         login = "login?token=... (the token)" if token else ""
         mode = " (read-only)" if read_only else ""
         click.echo(f"console of {masked(db_url)}{mode}: {where}{login}  metrics: {where}"

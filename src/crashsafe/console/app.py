@@ -3,10 +3,12 @@
 - ``GET /``: the page (``static/index.html``; its script renders every value as text)
 - ``GET /api/state``: the snapshot (``snapshot.py``) as JSON; ``GET /api/events``: the
   same as server-sent events, once a second while it changes
-- ``GET /api/records?crawl=NAME&q=TEXT``: records whose key holds TEXT, with their data
-- ``POST /api/crawls/{crawl}/{pause|resume|cancel|retry}``: JSON body ``{"origin": ...}``
-  (pause, resume), ``{"urls": [...]}`` (retry those; none: every failed URL); each is the
-  store operation the CLI runs, recorded in the audit as ``console@<address>``
+- ``GET /api/records?crawl=NAME&q=TEXT``: records whose key holds TEXT, with their data;
+  ``GET /api/records/versions?crawl=NAME&id=ID``: a record's versions, oldest first
+- ``POST /api/{pause|resume|cancel|retry}``: JSON body ``{"crawl": NAME}``, with
+  ``"origin"`` (pause, resume an origin), ``"error"`` (retry that group of the dead
+  letter) or ``"urls"`` (retry those; none: every failed URL); each is the store operation
+  the CLI runs, recorded in the audit as ``console@<address>``
 - ``GET /metrics``: Prometheus (``metrics.py``)
 """
 
@@ -37,6 +39,7 @@ RECORDS_SHOWN = 50
 HUB: web.AppKey[Hub] = web.AppKey("hub", Hub)
 GUARD: web.AppKey[Guard] = web.AppKey("guard", Guard)
 READ_ONLY: web.AppKey[bool] = web.AppKey("read_only", bool)
+CLOSING: web.AppKey[asyncio.Event] = web.AppKey("closing", asyncio.Event)
 
 
 def _static(name: str) -> str:
@@ -62,24 +65,27 @@ async def state(request: web.Request) -> web.Response:
 
 
 async def events(request: web.Request) -> web.StreamResponse:
-    """The snapshot whenever it changes (and a comment every 15 s to keep proxies quiet),
-    until the page goes away or the console stops."""
+    """The snapshot whenever something in it but its time changed (and a comment every
+    15 s to keep proxies quiet), until the page goes away or the console stops (then at
+    once: an open page must not hold up Ctrl-C)."""
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
-    hub = request.app[HUB]
+    hub, closing = request.app[HUB], request.app[CLOSING]
     sent = ""
     quiet = 0.0
-    with contextlib.suppress(ConnectionResetError, asyncio.CancelledError):
-        while True:
+    with contextlib.suppress(ConnectionResetError):
+        while not closing.is_set():
             snap = await hub.latest()
-            body = json.dumps(snap, separators=(",", ":"))
+            body = json.dumps({**snap, "at": None}, separators=(",", ":"))
             if body != sent:
-                await response.write(f"data: {body}\n\n".encode())
+                data = json.dumps(snap, separators=(",", ":"))
+                await response.write(f"data: {data}\n\n".encode())
                 sent, quiet = body, 0.0
             elif quiet >= 15:
                 await response.write(b": still here\n\n")
                 quiet = 0.0
-            await asyncio.sleep(EVENTS_EVERY)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(closing.wait(), EVENTS_EVERY)
             quiet += EVENTS_EVERY
     return response
 
@@ -99,18 +105,31 @@ async def records(request: web.Request) -> web.Response:
     return web.json_response({"records": await request.app[HUB].call(find)})
 
 
+async def versions(request: web.Request) -> web.Response:
+    crawl, record_id = request.query.get("crawl", ""), request.query.get("id", "")
+
+    def read(store: Store) -> list[dict[str, Any]]:
+        return [
+            {"version": v, "type": kind, "at": iso(at), "data": data}
+            for v, kind, at, data in store.record_versions(crawl, record_id)
+        ]
+
+    return web.json_response({"versions": await request.app[HUB].call(read)})
+
+
 async def action(request: web.Request) -> web.Response:
     if request.app[READ_ONLY]:
         raise web.HTTPForbidden(text="this console is read-only (--read-only)")
-    crawl, name = request.match_info["crawl"], request.match_info["action"]
+    name = request.match_info["action"]
     if name not in ACTIONS:
         raise web.HTTPNotFound(text=f"no action {name!r}: one of {sorted(ACTIONS)}")
     try:
         body = await request.json() if request.can_read_body else {}
-    except json.JSONDecodeError as exc:
-        raise web.HTTPBadRequest(text=f"the body is not JSON: {exc}") from exc
-    if not isinstance(body, dict):
-        raise web.HTTPBadRequest(text="the body is a JSON object")
+    except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep
+        raise web.HTTPBadRequest(text=f"the body is not JSON: {type(exc).__name__}") from exc
+    if not isinstance(body, dict) or not isinstance(body.get("crawl"), str):
+        raise web.HTTPBadRequest(text='the body is a JSON object: {"crawl": NAME, ...}')
+    crawl = body["crawl"]
     actor = f"console@{request.remote or 'unknown'}"
     try:
         done = await request.app[HUB].call(_run_action(crawl, name, body, actor))
@@ -141,6 +160,13 @@ def _run_action(
             isinstance(urls, list) and all(isinstance(u, str) for u in urls)
         ):
             raise ConfigError("urls: a list of URLs")
+        error = body.get("error")
+        if error is not None:  # a group of the dead letter: its URLs, as grouped
+            from crashsafe.cli.options import short_error
+
+            urls = [f.url for f in store.failed(crawl) if short_error(f.error) == str(error)]
+            if not urls:
+                return {"requeued": 0}
         return {"requeued": store.retry_failed(crawl, actor=actor, urls=urls)}
 
     return run
@@ -158,12 +184,19 @@ async def _no_content() -> web.Response:
 def make_app(hub: Hub, guard: Guard, *, read_only: bool = False) -> web.Application:
     app = web.Application(middlewares=[guard.middleware])
     app[HUB], app[GUARD], app[READ_ONLY] = hub, guard, read_only
+    app[CLOSING] = asyncio.Event()
+
+    async def closing(app: web.Application) -> None:
+        app[CLOSING].set()  # the event streams end now, not when their pages go away
+
+    app.on_shutdown.append(closing)
     app.router.add_get("/", index)
     app.router.add_get("/static/{name}", static)
     app.router.add_get("/api/state", state)
     app.router.add_get("/api/events", events)
     app.router.add_get("/api/records", records)
-    app.router.add_post("/api/crawls/{crawl}/{action}", action)
+    app.router.add_get("/api/records/versions", versions)
+    app.router.add_post("/api/{action}", action)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/favicon.ico", lambda _: _no_content())
     return app

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import hmac
+import logging
 import secrets
 from collections.abc import Awaitable, Callable
 
@@ -33,6 +34,15 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+logger = logging.getLogger("crashsafe.console")
+
+
+def same(given: str, secret: str) -> bool:
+    """``given == secret`` in constant time; any bytes a header may carry (aiohttp keeps
+    undecodable ones as surrogates) compare as unequal, never as an error."""
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogateescape"), secret.encode("utf-8", "surrogateescape")
+    )
 
 
 class Guard:
@@ -44,7 +54,8 @@ class Guard:
 
     def bound(self, port: int) -> None:
         """The port the console listens on: the ``Host`` it answers to without a token."""
-        self.hosts = {f"{h}:{port}" for h in (self.host, "localhost", "127.0.0.1")}
+        names = {self.host, "localhost", "127.0.0.1"}
+        self.hosts = {f"[{h}]:{port}" if ":" in h else f"{h}:{port}" for h in names}
 
     def _has_token(self, request: web.Request) -> bool:
         if self.token is None:
@@ -53,7 +64,7 @@ class Guard:
         auth = request.headers.get("Authorization", "")
         if auth.startswith("Bearer "):
             given = auth.removeprefix("Bearer ")
-        return hmac.compare_digest(given.encode(), self.token.encode())
+        return same(given, self.token)
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -62,6 +73,10 @@ class Guard:
         except web.HTTPException as exc:
             exc.headers.update(HEADERS)
             raise
+        except Exception as exc:  # a bug of ours: a 500 with the same headers, and a log line
+            logger.exception("console: %s %s failed", request.method, request.path)
+            raise web.HTTPInternalServerError(text="the console failed; see its log",
+                                              headers=HEADERS) from exc  # fmt: skip
         response.headers.update(HEADERS)
         return response
 
@@ -76,8 +91,7 @@ class Guard:
                 "'Authorization: Bearer ...'"
             )
         if request.method == "POST":
-            sent = request.headers.get(CSRF_HEADER, "")
-            if not hmac.compare_digest(sent.encode(), self.csrf.encode()):
+            if not same(request.headers.get(CSRF_HEADER, ""), self.csrf):
                 raise web.HTTPForbidden(text="missing or wrong CSRF token: reload the page")
             origin = request.headers.get("Origin")
             if origin is not None and origin != f"{request.scheme}://{request.host}":
@@ -87,7 +101,7 @@ class Guard:
     def _login(self, request: web.Request) -> web.StreamResponse:
         given = request.query.get("token", "")
         assert self.token is not None
-        if not hmac.compare_digest(given.encode(), self.token.encode()):
+        if not same(given, self.token):
             raise web.HTTPUnauthorized(text="wrong token")
         back = web.HTTPSeeOther("/")
         back.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict", path="/")

@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 from crashsafe.store import Control, FailedUrl, Store, WorkerInfo
@@ -22,7 +23,6 @@ T = TypeVar("T")
 HISTORY_SECONDS = 3600.0
 SAMPLE_EVERY = 5.0  # seconds between two points of the rate chart
 FAILED_GROUPS = 20  # error groups shown per crawl
-GROUP_URLS = 10_000  # URLs of a group a retry of the group re-queues at most
 EXAMPLE_ERROR_CHARS = 2000
 
 
@@ -88,9 +88,9 @@ def take(store: Store) -> dict[str, Any]:
 
 
 def failed_groups(failed: list[FailedUrl]) -> list[dict[str, Any]]:
-    """The dead letter by error (as ``failed --group``), most frequent first: each with its
-    URLs (for a retry of the group) and an example's whole error, which holds the first
-    bytes of the response that failed."""
+    """The dead letter by error (as ``failed --group``), most frequent first: each with an
+    example's whole error, which holds the first bytes of the response that failed (a
+    retry of the group names its error; the console finds its URLs again)."""
     from crashsafe.cli.options import short_error
 
     groups: dict[str, list[FailedUrl]] = {}
@@ -100,7 +100,7 @@ def failed_groups(failed: list[FailedUrl]) -> list[dict[str, Any]]:
     return [
         {"count": len(rows), "error": error, "example": rows[0].url,
          "example_error": (rows[0].error or "")[:EXAMPLE_ERROR_CHARS],
-         "status": rows[0].http_status, "urls": [r.url for r in rows[:GROUP_URLS]]}
+         "status": rows[0].http_status}
         for error, rows in ranked
     ]  # fmt: skip
 
@@ -108,7 +108,16 @@ def failed_groups(failed: list[FailedUrl]) -> list[dict[str, Any]]:
 class Hub:
     """The console's one store, on its own thread, and the latest snapshot of it."""
 
-    def __init__(self, open_store: Callable[[], Store], *, every: float = 1.0) -> None:
+    def __init__(
+        self,
+        open_store: Callable[[], Store] | None,
+        *,
+        every: float = 1.0,
+        checkpoints: Sequence[Path] = (),
+    ) -> None:
+        from crashsafe.console.batches import BatchWatch
+
+        self._batches = [BatchWatch(path) for path in checkpoints]
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crashsafe-console")
         self._store: Store | None = None
         self._open = open_store
@@ -122,9 +131,9 @@ class Hub:
         """Run ``fn(store)`` on the store's thread."""
 
         def run() -> T:
-            if self._store is None:
+            if self._store is None and self._open is not None:
                 self._store = self._open()
-            return fn(self._store)
+            return fn(self._store)  # type: ignore[arg-type]  # (None: batches only)
 
         return await asyncio.get_running_loop().run_in_executor(self._pool, run)
 
@@ -133,7 +142,14 @@ class Hub:
         async with self._lock:
             now = time.monotonic()
             if fresh or self._latest is None or now - self._taken >= self.every:
-                snap = await self.call(take)
+                snap: dict[str, Any]
+                if self._open is None:  # batch jobs only: no crawl database
+                    snap = {"at": iso(time.time()), "crawls": [], "audit": []}
+                else:
+                    snap = await self.call(take)
+                snap["batches"] = await self.call(
+                    lambda _: [watch.view() for watch in self._batches]
+                )
                 self._taken = time.monotonic()
                 self._note(snap)
                 self._latest = snap

@@ -17,7 +17,7 @@ as instants of the worker's clock; instants a store returns (``first_seen``,
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from crashsafe.store.control_values import AuditEntry, Control, PausedOrigin
 from crashsafe.store.effect_values import (
@@ -205,6 +205,12 @@ class Store(Protocol):
     ) -> int:
         """Put failed URLs back in the queue (only ``urls`` of ``crawl``, if given); with
         ``actor``, recorded in the audit."""
+        ...
+
+    def record_versions(
+        self, crawl: str, record_id: str, *, limit: int = 100
+    ) -> list[tuple[int, str, float, Any]]:
+        """``(version, event type, when, data)`` of a record's versions, oldest first."""
         ...
 
     def find_records(self, crawl: str, text: str, *, limit: int = 50) -> list[StoredRecord]:

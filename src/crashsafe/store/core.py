@@ -473,6 +473,19 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLControl):
 
         return [self._stored_record(*row) for row in self._run(go)]
 
+    def record_versions(
+        self, crawl: str, record_id: str, *, limit: int = 100
+    ) -> list[tuple[int, str, float, Any]]:
+        """``(version, event type, when, data)`` of a record's versions, oldest first, as
+        its outbox events hold them."""
+
+        def go() -> list[tuple[Any, ...]]:
+            with self._read() as tx:
+                p = {"crawl": crawl, "id": record_id, "limit": limit}
+                return tx.rows("record_versions", p)
+
+        return [(v, kind, at, json.loads(data)) for v, kind, at, data in self._run(go)]
+
     def _stored_record(
         self,
         crawl: str,

@@ -30,10 +30,10 @@ function table(headers, rows) {
 }
 
 async function act(crawl, action, body) {
-  const response = await fetch(`/api/crawls/${encodeURIComponent(crawl)}/${action}`, {
+  const response = await fetch(`/api/${action}`, {
     method: "POST",
     headers: { "Content-Type": "application/json", "X-Crashsafe-CSRF": csrf },
-    body: JSON.stringify(body || {}),
+    body: JSON.stringify({ ...(body || {}), crawl }),
   });
   const text = await response.text();
   if (!response.ok) { alert(`${action} failed: ${text}`); return; }
@@ -105,7 +105,7 @@ function drawCrawl(c) {
     parts.push(el("h3", {}, "Dead letter ", readOnly ? "" : el("button", { onclick: () => act(c.name, "retry") }, "Retry all")),
       table(["count", "error", "example", ""], c.failed_groups.map((g) => [
         g.count, el("div", {}, g.error, el("pre", { class: "muted" }, g.example_error)), g.example,
-        readOnly ? "" : el("button", { class: "retry-group", onclick: () => act(c.name, "retry", { urls: g.urls }) }, "Retry group")])));
+        readOnly ? "" : el("button", { class: "retry-group", onclick: () => act(c.name, "retry", { error: g.error }) }, "Retry group")])));
   }
   const d = c.deliveries;
   if (Object.keys(d).length) {
@@ -134,6 +134,7 @@ function render(snap) {
       entry.data = json;
     }
   }
+  drawBatches(snap.batches || []);
   const select = document.getElementById("record-crawl");
   const names = snap.crawls.map((c) => c.name);
   if ([...select.options].map((o) => o.value).join("\n") !== names.join("\n")) {
@@ -145,6 +146,29 @@ function render(snap) {
     el("p", { class: "muted" }, "No action recorded."));
 }
 
+function drawBatches(batches) {
+  const box = document.getElementById("batches");
+  box.hidden = !batches.length;
+  const json = JSON.stringify(batches);
+  if (box.dataset.drawn === json) return;
+  box.dataset.drawn = json;
+  box.replaceChildren(el("h2", {}, "Batch jobs"), ...batches.map((b) => {
+    if (b.error) return el("div", { class: "batch" }, el("h3", {}, b.checkpoint), el("p", { class: "error" }, b.error));
+    const usage = b.usage || {};
+    const job = b.job || {};
+    return el("div", { class: "batch", "data-checkpoint": b.checkpoint },
+      el("h3", {}, b.checkpoint, " ", el("span", { class: "muted" }, [job.task, job.model].filter(Boolean).join(", "))),
+      el("div", { class: "counts" },
+        ...[["answered", b.items], ["batches", b.batches], ["failed", b.failed_not_done],
+            ["tokens in", usage.prompt_tokens || 0], ["tokens out", usage.completion_tokens || 0],
+            ["items/s", b.items_per_second]]
+          .map(([label, n]) => el("div", { "data-count": label }, el("b", {}, Number(n).toLocaleString("en")), label)),
+        el("div", { "data-count": "spend" }, el("b", {}, b.cost === null ? "?" : `$${b.cost.toFixed(4)}`), "spend")),
+      Object.keys(b.labels || {}).length ? table(["label", "items"], Object.entries(b.labels)) : "",
+      el("p", { class: "muted" }, `last written ${b.updated}`));
+  }));
+}
+
 async function searchRecords(event) {
   event.preventDefault();
   const crawl = document.getElementById("record-crawl").value;
@@ -153,9 +177,36 @@ async function searchRecords(event) {
   const out = document.getElementById("records");
   if (!response.ok) { out.replaceChildren(el("p", { class: "error" }, await response.text())); return; }
   const { records } = await response.json();
-  out.replaceChildren(records.length ? table(["key", "version", "data", "url", "changed"], records.map((r) =>
+  out.replaceChildren(records.length ? table(["key", "version", "data", "url", "changed", ""], records.map((r) =>
     [r.key, r.version, el("pre", { class: "record-data" }, JSON.stringify(r.data, null, 1)), r.url || "",
-     r.gone_at ? `gone ${r.gone_at}` : r.last_changed])) : el("p", { class: "muted" }, "No record matches."));
+     r.gone_at ? `gone ${r.gone_at}` : r.last_changed,
+     el("button", { class: "versions", onclick: () => showVersions(crawl, r.id, r.key) }, "Versions")])) :
+    el("p", { class: "muted" }, "No record matches."));
+}
+
+function changes(before, after) {
+  // Field by field: what a version changed in a record's data (top-level fields).
+  const lines = [];
+  const a = before && typeof before === "object" ? before : {};
+  const b = after && typeof after === "object" ? after : {};
+  for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) {
+    const was = JSON.stringify(a[key]), now = JSON.stringify(b[key]);
+    if (!(key in a)) lines.push(el("div", { class: "added" }, `+ ${key}: ${now}`));
+    else if (!(key in b)) lines.push(el("div", { class: "removed" }, `- ${key}: ${was}`));
+    else if (was !== now) lines.push(el("div", { class: "changed" }, `~ ${key}: ${was} → ${now}`));
+  }
+  return lines.length ? el("div", { class: "diff" }, ...lines) : el("span", { class: "muted" }, "no field changed");
+}
+
+async function showVersions(crawl, id, key) {
+  const response = await fetch(`/api/records/versions?crawl=${encodeURIComponent(crawl)}&id=${encodeURIComponent(id)}`);
+  const out = document.getElementById("versions");
+  if (!response.ok) { out.replaceChildren(el("p", { class: "error" }, await response.text())); return; }
+  const { versions } = await response.json();
+  out.replaceChildren(el("h3", {}, `Versions of ${key}`), versions.length ?
+    table(["version", "event", "at", "changes"], versions.map((v, i) =>
+      [v.version, v.type, v.at, i === 0 ? el("pre", {}, JSON.stringify(v.data, null, 1)) : changes(versions[i - 1].data, v.data)])) :
+    el("p", { class: "muted" }, "No version kept (the outbox holds them)."));
 }
 
 function connect() {

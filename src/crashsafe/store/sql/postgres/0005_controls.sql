@@ -23,3 +23,5 @@ CREATE TABLE audit (
     detail text
 );
 CREATE INDEX audit_crawl ON audit (crawl, id);
+
+CREATE INDEX outbox_record ON outbox (crawl, record_id, version);

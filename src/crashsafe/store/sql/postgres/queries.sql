@@ -792,3 +792,7 @@ WHERE id = ANY(%(ids)s::bigint[]) AND state = 'leased'
 
 -- name: knows_origin
 SELECT EXISTS (SELECT 1 FROM frontier WHERE crawl = %(crawl)s AND origin = %(origin)s);
+
+-- name: record_versions
+SELECT version, type, extract(epoch FROM at)::float8, data::text FROM outbox
+WHERE crawl = %(crawl)s AND record_id = %(id)s ORDER BY version, id LIMIT %(limit)s;

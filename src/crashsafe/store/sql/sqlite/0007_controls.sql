@@ -30,3 +30,6 @@ CREATE TABLE audit (
     detail TEXT
 );
 CREATE INDEX audit_crawl ON audit (crawl, id);
+
+-- A record's versions, for the console (each version's event in the outbox holds its data).
+CREATE INDEX outbox_record ON outbox (crawl, record_id, version);

@@ -624,3 +624,7 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'leased' AND lease_e
 -- name: knows_origin
 SELECT EXISTS (SELECT 1 FROM frontier
                WHERE crawl = :crawl AND url >= :low AND url < :high);
+
+-- name: record_versions
+SELECT version, type, at, data FROM outbox
+WHERE crawl = :crawl AND record_id = :id ORDER BY version, id LIMIT :limit;
