@@ -201,6 +201,11 @@ def report_result(result: CrawlResult, db_url: str, this_run: str | None = None)
 @click.option("--store-fd", type=int, hidden=True)  # a worker of --workers: its store socket
 @click.option("--parent-fd", type=int, hidden=True)  # a worker of --workers: see workers.py
 @click.option("--run-id", hidden=True)  # a worker of --workers: the command's run
+@click.option(
+    "--metrics-port", type=click.IntRange(1, 65535), default=None, metavar="PORT",
+    help="Serve this worker's Prometheus counters on 127.0.0.1:PORT (with --workers N: "
+         "PORT, PORT+1, ... one per worker).",
+)  # fmt: skip
 @click.option("--no-progress", is_flag=True, help="No live progress line.")
 @log_options
 def crawl(
@@ -221,6 +226,7 @@ def crawl(
     parent_fd: int | None,
     run_id: str | None,
     no_progress: bool,
+    metrics_port: int | None,
 ) -> None:
     """Crawl with SPIDER (path/file.py[:Class] or module:Class) until nothing is left.
 
@@ -274,8 +280,23 @@ def crawl(
         args += [f"--run-id={run}", f"--log-level={logging.get('log_level', 'INFO')}"]
         args += [f"--log-format={logging.get('log_format', 'text')}"]
         with contextlib.closing(store):
-            run_as_workers(store, spider_cls.name, workers, args, progress, feed, before)
+            run_as_workers(
+                store, spider_cls.name, workers, args, progress, feed, before, metrics_port
+            )
         return
+    metrics = None
+    if metrics_port is not None:
+        from crashsafe.crawl.metrics import WorkerMetrics
+
+        metrics = WorkerMetrics(spider_cls.name)
+        try:
+            metrics.serve(metrics_port)
+        except OSError as exc:
+            store.close()
+            raise ConfigError(
+                f"--metrics-port {metrics_port}: cannot listen on 127.0.0.1:{metrics_port} "
+                f"({exc.strerror}); choose another port"
+            ) from exc
     try:
         crawler = Crawler(
             spider_cls(**spider_args),
@@ -285,6 +306,7 @@ def crawl(
             progress=progress,
             store_server=None if store_fd is None else socket.socket(fileno=store_fd),
             run=run,
+            metrics=metrics,
         )
         result = aio.run(crawler.run())
         this_run = None if before is None else run_line(store.since(spider_cls.name, before))
@@ -307,6 +329,7 @@ def run_as_workers(
     progress: bool,
     feed: Feed | None = None,
     before: HighWater | None = None,
+    metrics_port: int | None = None,
 ) -> None:
     """``crawl --workers n``: run the workers, then report for the whole crawl."""
     from crashsafe.cli.workers import run_workers
@@ -315,7 +338,9 @@ def run_as_workers(
 
     started = time.monotonic()
     serve = store.url.startswith("sqlite:")  # PostgreSQL: each worker connects itself
-    codes = run_workers(n, args, store.url, progress=progress, serve_store=serve)
+    codes = run_workers(
+        n, args, store.url, progress=progress, serve_store=serve, metrics_port=metrics_port
+    )
     stats = store.stats(crawl)
     this_run = None if before is None else run_line(store.since(crawl, before))
     # A worker exits 130 after a Ctrl-C; a second Ctrl-C may catch it after its own

@@ -31,7 +31,13 @@ from crashsafe.store.server import serve
 
 
 def run_workers(
-    n: int, crawl_args: Sequence[str], db_url: str, *, progress: bool, serve_store: bool = True
+    n: int,
+    crawl_args: Sequence[str],
+    db_url: str,
+    *,
+    progress: bool,
+    serve_store: bool = True,
+    metrics_port: int | None = None,
 ) -> list[int]:
     """Run ``crashsafe crawl *crawl_args`` in ``n`` processes, serve their store at
     ``db_url`` (``serve_store``; else each opens its own) until all have ended, and
@@ -50,6 +56,8 @@ def run_workers(
                 cmd += ["--store-fd", str(fds[1])]
             if i or not progress:
                 cmd.append("--no-progress")
+            if metrics_port is not None:
+                cmd += ["--metrics-port", str(metrics_port + i)]
             procs.append(
                 subprocess.Popen(
                     cmd,

@@ -42,6 +42,7 @@ from crashsafe.store import (
 from crashsafe.store.process import store_runner
 
 if TYPE_CHECKING:
+    from crashsafe.crawl.metrics import WorkerMetrics
     from crashsafe.crawl.pages import PageProcessor
     from crashsafe.crawl.sessions import CookieSync
 
@@ -99,6 +100,7 @@ class Crawler:
             tests map names to addresses with it.
         run: the id of the command's run (its workers' owner ids start with it, so
             ``Store.since`` counts this run's work apart from other commands').
+        metrics: this worker's Prometheus counters (``crawl --metrics-port``), or None.
     """
 
     def __init__(
@@ -114,6 +116,7 @@ class Crawler:
         store_server: socket.socket | None = None,
         resolver: Any = None,
         run: str = "",
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         if not spider.name:
             raise ConfigError(f"spider {type(spider).__name__} needs a name = '...'")
@@ -151,6 +154,7 @@ class Crawler:
         self._items_done = 0
         self._stall = _Stall(time.monotonic, self.settings.unreachable_timeout)
         self._cancelled_by: str | None = None
+        self._metrics = metrics
 
     async def _call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run one of the store's methods off the loop (a :class:`StoreCall`)."""
@@ -207,6 +211,7 @@ class Crawler:
                 extra = max(0, self._max_leased - len(self._inflight) - self._reserved)
             limit = 0 if self._stopping else extra + len(batch)
             self._reserved += extra
+            began = time.perf_counter()
             try:
                 errors, leases = await self._call(
                     self.store.commit_and_lease,
@@ -231,6 +236,9 @@ class Crawler:
                     self.request_stop()
             else:
                 self._failed_commits = 0
+                if self._metrics is not None:
+                    kinds = [o.kind for (o, _), e in zip(batch, errors, strict=True) if e is None]
+                    self._metrics.committed(time.perf_counter() - began, kinds)
                 for (_, fut), err in zip(batch, errors, strict=True):
                     if not fut.done():
                         fut.set_result(err)
@@ -282,6 +290,8 @@ class Crawler:
             async with self._requests:
                 slot.started = True
                 outcome = await self._processor.process(lease, requested)
+                if self._metrics is not None and slot.requested:
+                    self._metrics.requested(outcome.http_status)
                 if outcome.kind != "deferred":
                     self._stall.reset()  # a page got somewhere: not all that is left waits
                 if self._processor.broken is not None and self._fatal is None:
