@@ -31,6 +31,7 @@ from crashsafe.batch.task import BatchOutput, TaskCaller, Usage, add_usage
 from crashsafe.errors import ConfigError, CrashsafeError
 from crashsafe.files import open_private
 from crashsafe.interrupts import GracefulInterrupts
+from crashsafe.tracing import span, tracer_from_env
 
 SPEND_MARGIN = 1.5  # a batch is expected to cost at most this × the costliest one so far
 
@@ -159,6 +160,7 @@ class BatchRunner:
         self.echo = echo
         self.handle_signals = handle_signals
         self.rng = rng or random.Random()
+        self.tracer = tracer_from_env()  # a span per call when OTEL_* asks (tracing.py)
         self.summary = BatchSummary(duplicates_folded=inputs.duplicates)
         self._stopping = False
         self._stop_asked = asyncio.Event()  # wakes the scheduler out of its wait
@@ -234,8 +236,22 @@ class BatchRunner:
         started = time.monotonic()
         error = ""
         for attempt in range(1, s.max_attempts + 1):
+            model = getattr(self.task, "model", None)
             try:
-                output: BatchOutput = await self.task(batch)
+                with span(self.tracer, "batch.call", **{
+                    "crashsafe.batch": label, "crashsafe.items": len(ids),
+                    "crashsafe.attempt": attempt, "gen_ai.request.model": model,
+                }) as call:  # fmt: skip
+                    output: BatchOutput = await self.task(batch)
+                    if call is not None:
+                        call_usage = output.usage or {}
+                        call.set_attribute(
+                            "gen_ai.usage.input_tokens", call_usage.get("prompt_tokens", 0)
+                        )
+                        call.set_attribute(
+                            "gen_ai.usage.output_tokens", call_usage.get("completion_tokens", 0)
+                        )
+                        call.set_attribute("crashsafe.cost", s.cost(call_usage))
             except CrashsafeError:
                 raise  # the job cannot go on (an endpoint that refuses everything): stop it
             except Exception as exc:

@@ -40,6 +40,7 @@ from crashsafe.store import (
     Waiting,
 )
 from crashsafe.store.process import store_runner
+from crashsafe.tracing import span, tracer_from_env
 
 if TYPE_CHECKING:
     from crashsafe.crawl.metrics import WorkerMetrics
@@ -117,6 +118,7 @@ class Crawler:
         resolver: Any = None,
         run: str = "",
         metrics: WorkerMetrics | None = None,
+        tracer: Any = None,
     ) -> None:
         if not spider.name:
             raise ConfigError(f"spider {type(spider).__name__} needs a name = '...'")
@@ -155,6 +157,7 @@ class Crawler:
         self._stall = _Stall(time.monotonic, self.settings.unreachable_timeout)
         self._cancelled_by: str | None = None
         self._metrics = metrics
+        self._tracer = tracer if tracer is not None else tracer_from_env()
 
     async def _call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run one of the store's methods off the loop (a :class:`StoreCall`)."""
@@ -287,26 +290,10 @@ class Crawler:
 
         try:
             assert self._processor is not None
-            async with self._requests:
-                slot.started = True
-                outcome = await self._processor.process(lease, requested)
-                if self._metrics is not None and slot.requested:
-                    self._metrics.requested(outcome.http_status)
-                if outcome.kind != "deferred":
-                    self._stall.reset()  # a page got somewhere: not all that is left waits
-                if self._processor.broken is not None and self._fatal is None:
-                    self._fatal = SpiderError(self._processor.broken)
-                    self.request_stop()
-                if self._processor.halted is not None and self._fatal is None:
-                    self._fatal = StoreError(self._processor.halted)
-                    self.request_stop()
-            slot.committing = True
-            error = await self._commit(outcome)
-            if error is not None and error != STALE:
-                # The page's own rows broke the transaction: store it as failed instead.
-                await self._commit(PageOutcome(lease, "failed", outcome.http_status, error))
-            elif error is None and outcome.kind == "done":
-                self._count_done(outcome)
+            with span(self._tracer, "crawl.page", **{
+                "crawl": self.crawl, "url.full": lease.url, "crashsafe.attempt": lease.attempts + 1,
+            }) as page_span:  # fmt: skip
+                await self._page(lease, slot, requested, page_span)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
@@ -326,6 +313,38 @@ class Crawler:
             # when the last page is out (the crawl may be over) or on a stop.
             if not self._inflight or self._stopping:
                 self._slot_freed.set()
+
+    async def _page(
+        self, lease: Lease, slot: _InFlight, requested: Callable[[], None], page_span: Any
+    ) -> None:
+        """Fetch, parse and commit one page (its span, when traced, is ``page_span``)."""
+        assert self._processor is not None
+        async with self._requests:
+            slot.started = True
+            outcome = await self._processor.process(lease, requested)
+            if self._metrics is not None and slot.requested:
+                self._metrics.requested(outcome.http_status)
+            if page_span is not None:
+                page_span.set_attribute("crashsafe.outcome", outcome.kind)
+                page_span.set_attribute("crashsafe.records", len(outcome.records))
+                if outcome.http_status is not None:
+                    page_span.set_attribute("http.response.status_code", outcome.http_status)
+            if outcome.kind != "deferred":
+                self._stall.reset()  # a page got somewhere: not all that is left waits
+            if self._processor.broken is not None and self._fatal is None:
+                self._fatal = SpiderError(self._processor.broken)
+                self.request_stop()
+            if self._processor.halted is not None and self._fatal is None:
+                self._fatal = StoreError(self._processor.halted)
+                self.request_stop()
+        slot.committing = True
+        with span(self._tracer, "crawl.commit"):
+            error = await self._commit(outcome)
+            if error is not None and error != STALE:
+                # The page's own rows broke the transaction: store it as failed instead.
+                await self._commit(PageOutcome(lease, "failed", outcome.http_status, error))
+        if error is None and outcome.kind == "done":
+            self._count_done(outcome)
 
     def _count_done(self, outcome: PageOutcome) -> None:
         """Count a committed page toward ``max_pages``/``max_items``; stop at a limit."""
@@ -402,6 +421,7 @@ class Crawler:
                 store=self.store, crawl=self.crawl, owner=self.owner,
             )  # fmt: skip
             self._processor = processor
+            processor.tracer = self._tracer
             try:
                 interrupted = await self._loop()
             finally:

@@ -15,6 +15,7 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import replace
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -53,6 +54,7 @@ from crashsafe.retry_after import retry_after_seconds
 from crashsafe.store import Backoff, FileRow, Lease, PageOutcome
 from crashsafe.store.values import storable
 from crashsafe.text import printable
+from crashsafe.tracing import span
 
 logger = logging.getLogger("crashsafe.crawl")
 requests_log = logging.getLogger("crashsafe.crawl.requests")
@@ -116,6 +118,7 @@ class PageProcessor:
         archive: Callable[[Response, Send], Awaitable[None]] | None = None,
     ) -> None:
         self.spider = spider
+        self.tracer: Any = None  # OpenTelemetry (crashsafe/tracing.py): spans when set
         self.sends = sends
         self.cookies = cookies
         self.item_key = item_keyer(spider)
@@ -160,14 +163,18 @@ class PageProcessor:
         send = self.sends.send(request)
         debug = requests_log.isEnabledFor(logging.DEBUG)
         started = time.monotonic() if debug else 0.0
-        resp = await fetch(
-            self.session,
-            request.url,
-            self.settings,
-            redirect_to=self.links.canonical,
-            guard=self.guard,
-            send=send,
-        )
+        with span(self.tracer, "crawl.fetch", **{"http.request.method": send.method}) as s:
+            resp = await fetch(
+                self.session,
+                request.url,
+                self.settings,
+                redirect_to=self.links.canonical,
+                guard=self.guard,
+                send=send,
+            )
+            if s is not None:
+                s.set_attribute("http.response.status_code", resp.status)
+                s.set_attribute("http.response.body.size", len(resp.body))
         if debug:
             ms = (time.monotonic() - started) * 1000
             requests_log.debug(
@@ -261,7 +268,7 @@ class PageProcessor:
             return await self._give_up(request, failed, HttpError(page), page)
         files: Sequence[FileRow] = ()
         try:
-            with collecting() as made:
+            with span(self.tracer, "crawl.parse"), collecting() as made:
                 items = await run_callback(self.spider, page, lease.callback)
             if made:
                 if self.downloads is None:
