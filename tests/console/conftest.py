@@ -25,9 +25,11 @@ def _missing(why: str) -> None:
     pytest.skip(why)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def chromium() -> Iterator[Any]:
-    """A headless Chromium, one per test process."""
+    """A headless Chromium for one test. (Not one per session: Playwright's sync API keeps
+    an event loop running in the thread while it is started, and the tests that come after
+    in the same process, which call crashsafe.crawl(), would find it there and refuse.)"""
     path = chromium_path()
     if path is None:
         _missing("Chromium not found: apt-get install chromium")

@@ -85,6 +85,8 @@ def test_retry_of_a_failed_group_refetches_those_urls(
         assert "body: try again" in dead_letter  # the failed response's first bytes
         screenshot(page, "console-dead-letter")
         retried = time.time()
+        page.locator("button.retry-one").first.click()  # one URL alone
+        wait_for(lambda: status(db_url)["failed"] == len(failed) - 1)
         while (n := groups.count()) > 0:  # each group's button re-queues that group
             groups.first.click()
             wait_for(lambda n=n: groups.count() < n)  # (gone from the live page)
@@ -154,6 +156,11 @@ def test_a_records_versions_show_what_changed(
         assert f"Versions of {key}" in text and "record.updated" in text
         assert "~ price:" in text and "→" in text
         screenshot(page, "console-versions")
+        page.get_by_role("button", name="Changes in the last pass").click()
+        page.get_by_text("Changed since the last pass began").wait_for()
+        feed = page.locator("#records").inner_text()
+        assert all(r["key"] in feed for r in changed)  # every record that changed, and
+        assert feed.count("\tchanged\t") == len(changed)  # only those (nothing new or gone)
 
 
 def test_a_batch_job_on_the_page(page: Any, tmp_path: Any) -> None:

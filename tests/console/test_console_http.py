@@ -201,3 +201,36 @@ def test_the_console_answers_to_its_own_address_in_ipv6_form_too() -> None:
     guard = Guard(host="::1", token=None)
     guard.bound(8765)
     assert guard.hosts == {"[::1]:8765", "localhost:8765", "127.0.0.1:8765"}
+
+
+def test_deliveries_per_endpoint_with_its_secrets_masked(
+    shop: Callable[..., ShopThread], any_db_url: str
+) -> None:
+    from crashsafe.store import open_store
+
+    site = shop(listings=1, per_listing=5)
+    assert run_cli(*crawl_args(site, any_db_url)).returncode == 0
+    store = open_store(any_db_url)
+    try:  # two endpoints: each gets the crawl's whole outbox as its backlog
+        store.endpoint("demo-shop", "http://127.0.0.1:9/hook?token=s3cret")
+        store.endpoint("demo-shop", "http://127.0.0.1:9/other")
+    finally:
+        store.close()
+    row = status(any_db_url)
+    with console(any_db_url) as c:
+        m = metrics(c)
+        hook = (
+            'crashsafe_deliveries{crawl="demo-shop",endpoint="http://127.0.0.1:9/hook?token=***",'
+        )
+        assert m[hook + 'state="pending"}'] == row["records"] == 5
+        assert "s3cret" not in c.get("/metrics")[1] and "s3cret" not in c.get("/api/state")[1]
+        pending = total(m, "crashsafe_deliveries{") - sum(
+            v for k, v in m.items() if k.startswith("crashsafe_deliveries{") and "pending" not in k
+        )
+        assert pending == row["effects"]["deliveries"]["pending"] == 10
+        urls = [e["url"] for e in c.crawl()["endpoints"]]
+        assert urls == ["http://127.0.0.1:9/hook?token=***", "http://127.0.0.1:9/other"]
+
+
+def total(values: dict[str, float], prefix: str) -> float:
+    return sum(v for k, v in values.items() if k.startswith(prefix))

@@ -4,7 +4,8 @@
 - ``GET /api/state``: the snapshot (``snapshot.py``) as JSON; ``GET /api/events``: the
   same as server-sent events, once a second while it changes
 - ``GET /api/records?crawl=NAME&q=TEXT``: records whose key holds TEXT, with their data;
-  ``GET /api/records/versions?crawl=NAME&id=ID``: a record's versions, oldest first
+  ``GET /api/records/versions?crawl=NAME&id=ID``: a record's versions, oldest first;
+  ``GET /api/changes?crawl=NAME``: the change feed of the crawl's last pass
 - ``POST /api/{pause|resume|cancel|retry}``: JSON body ``{"crawl": NAME}``, with
   ``"origin"`` (pause, resume an origin), ``"error"`` (retry that group of the dead
   letter) or ``"urls"`` (retry those; none: every failed URL); each is the store operation
@@ -105,6 +106,25 @@ async def records(request: web.Request) -> web.Response:
     return web.json_response({"records": await request.app[HUB].call(find)})
 
 
+async def changes(request: web.Request) -> web.Response:
+    """The change feed of the crawl's last pass: records new, changed or gone since it
+    began (all records when it has had one pass), the first ``RECORDS_SHOWN``."""
+    crawl = request.query.get("crawl", "")
+
+    def read(store: Store) -> dict[str, Any]:
+        since = store.last_pass_at(crawl)
+        found = []
+        for r in store.iter_records(crawl, since=since or 0.0):
+            found.append({"key": r.key, "id": r.id, "version": r.version, "data": r.data,
+                          "last_changed": iso(r.last_changed), "gone_at": iso(r.gone_at),
+                          "new": since is not None and r.first_seen >= since})  # fmt: skip
+            if len(found) == RECORDS_SHOWN:
+                break
+        return {"since": iso(since), "records": found}
+
+    return web.json_response(await request.app[HUB].call(read))
+
+
 async def versions(request: web.Request) -> web.Response:
     crawl, record_id = request.query.get("crawl", ""), request.query.get("id", "")
 
@@ -196,6 +216,7 @@ def make_app(hub: Hub, guard: Guard, *, read_only: bool = False) -> web.Applicat
     app.router.add_get("/api/events", events)
     app.router.add_get("/api/records", records)
     app.router.add_get("/api/records/versions", versions)
+    app.router.add_get("/api/changes", changes)
     app.router.add_post("/api/{action}", action)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/favicon.ico", lambda _: _no_content())

@@ -8,7 +8,8 @@ any number of consoles and workers agree. Names (docs/console.md has an alert ru
 - ``crashsafe_records{crawl,state}``: live, gone
 - ``crashsafe_requests{crawl,kind}``: total, retries, repeated (after crashes), stale
 - ``crashsafe_workers{crawl,alive}``: registered workers, alive "true" or "false"
-- ``crashsafe_deliveries{crawl,state}``: webhook deliveries by state
+- ``crashsafe_deliveries{crawl,endpoint,state}``: webhook deliveries by endpoint (its
+  URL, secrets masked) and state
 - ``crashsafe_paused{crawl}``: 1 while the crawl is paused;
   ``crashsafe_paused_origins{crawl}``: origins paused on their own
 """
@@ -33,7 +34,7 @@ def families(snap: dict[str, Any]) -> Iterator[Metric]:
     )
     workers = GaugeMetricFamily("crashsafe_workers", "Workers", labels=["crawl", "alive"])
     deliveries = GaugeMetricFamily(
-        "crashsafe_deliveries", "Webhook deliveries", labels=["crawl", "state"]
+        "crashsafe_deliveries", "Webhook deliveries", labels=["crawl", "endpoint", "state"]
     )
     paused = GaugeMetricFamily("crashsafe_paused", "1: the crawl is paused", labels=["crawl"])
     origins = GaugeMetricFamily(
@@ -50,8 +51,10 @@ def families(snap: dict[str, Any]) -> Iterator[Metric]:
         alive = sum(1 for w in crawl["workers"] if w["alive"])
         workers.add_metric([name, "true"], alive)
         workers.add_metric([name, "false"], len(crawl["workers"]) - alive)
-        for state in ("pending", "leased", "delivered", "failed"):
-            deliveries.add_metric([name, state], crawl["deliveries"].get(state, 0))
+        for endpoint in crawl["endpoints"]:
+            for state in ("pending", "leased", "delivered", "failed"):
+                n = endpoint["deliveries"].get(state, 0)
+                deliveries.add_metric([name, endpoint["url"], state], n)
         paused.add_metric([name], 1 if crawl["paused"] else 0)
         origins.add_metric([name], len(crawl["paused_origins"]))
     yield from (urls, records, requests, workers, deliveries, paused, origins)

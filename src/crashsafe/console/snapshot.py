@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from crashsafe.store import Control, FailedUrl, Store, WorkerInfo
+from crashsafe.store import Control, FailedUrl, Store, WorkerInfo, masked
 
 T = TypeVar("T")
 HISTORY_SECONDS = 3600.0
@@ -69,6 +69,10 @@ def take(store: Store) -> dict[str, Any]:
             "requests": {"total": s.requests, "retries": s.retries, "repeated": s.repeated,
                          "stale": s.stale},
             "deliveries": dict(e.deliveries),
+            "endpoints": [{"url": masked(url), "deliveries": states}
+                          for url, states in store.deliveries_by_endpoint(name).items()]
+                         if e.deliveries else [],
+            "last_pass_at": iso(e.last_pass_at),
             "paused": None if not control.paused else
                 {"by": control.paused_by, "since": iso(control.paused_since)},
             "paused_origins": [{"origin": o.origin, "by": o.by, "since": iso(o.since)}

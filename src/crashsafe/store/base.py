@@ -227,6 +227,10 @@ class Store(Protocol):
 
     def knows_origin(self, crawl: str, origin: str) -> bool: ...
 
+    def deliveries_by_endpoint(self, crawl: str) -> dict[str, dict[str, int]]:
+        """Each webhook endpoint of ``crawl`` (its URL) and its deliveries by state."""
+        ...
+
     def cancel(self, crawl: str, *, actor: str) -> int:
         """Ask the crawl's live workers to end their runs; how many were asked."""
         ...

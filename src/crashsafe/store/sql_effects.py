@@ -84,6 +84,18 @@ class SQLEffects(SQLBase):
 
         return self._run(go)
 
+    def deliveries_by_endpoint(self, crawl: str) -> dict[str, dict[str, int]]:
+        """Each webhook endpoint of ``crawl`` (its URL) and its deliveries by state."""
+
+        def go() -> dict[str, dict[str, int]]:
+            found: dict[str, dict[str, int]] = {}
+            with self._read() as tx:
+                for url, state, n in tx.rows("deliveries_by_endpoint", {"crawl": crawl}):
+                    found.setdefault(url, {})[state] = int(n)
+            return found
+
+        return self._run(go)
+
     def high_water(self, run: str = "") -> HighWater:
         """Where lease grants stand now and the time: cheap (an index lookup), for
         :meth:`since` to count the run ``run``'s own work at its end."""

@@ -104,12 +104,14 @@ function drawCrawl(c) {
   if (c.failed_groups.length) {
     parts.push(el("h3", {}, "Dead letter ", readOnly ? "" : el("button", { onclick: () => act(c.name, "retry") }, "Retry all")),
       table(["count", "error", "example", ""], c.failed_groups.map((g) => [
-        g.count, el("div", {}, g.error, el("pre", { class: "muted" }, g.example_error)), g.example,
+        g.count, el("div", {}, g.error, el("pre", { class: "muted" }, g.example_error)),
+        el("div", {}, g.example, readOnly ? "" : el("button", { class: "retry-one", onclick: () => act(c.name, "retry", { urls: [g.example] }) }, "Retry this one")),
         readOnly ? "" : el("button", { class: "retry-group", onclick: () => act(c.name, "retry", { error: g.error }) }, "Retry group")])));
   }
-  const d = c.deliveries;
-  if (Object.keys(d).length) {
-    parts.push(el("h3", {}, "Webhook deliveries"), table(Object.keys(d), [Object.values(d)]));
+  if (c.endpoints.length) {
+    const states = ["pending", "leased", "delivered", "failed"];
+    parts.push(el("h3", {}, "Webhook deliveries"), table(["endpoint", ...states],
+      c.endpoints.map((e) => [e.url, ...states.map((st) => e.deliveries[st] || 0)])));
   }
   return parts;
 }
@@ -184,6 +186,20 @@ async function searchRecords(event) {
     el("p", { class: "muted" }, "No record matches."));
 }
 
+async function showChanges() {
+  const crawl = document.getElementById("record-crawl").value;
+  const response = await fetch(`/api/changes?crawl=${encodeURIComponent(crawl)}`);
+  const out = document.getElementById("records");
+  if (!response.ok) { out.replaceChildren(el("p", { class: "error" }, await response.text())); return; }
+  const feed = await response.json();
+  const what = (r) => r.gone_at ? "gone" : r.new ? "new" : feed.since ? "changed" : "";
+  out.replaceChildren(
+    el("h3", {}, feed.since ? `Changed since the last pass began (${feed.since})` : "Every record (the crawl has had one pass)"),
+    feed.records.length ? table(["key", "change", "version", "data", "when"], feed.records.map((r) =>
+      [r.key, what(r), r.version, el("pre", { class: "record-data" }, JSON.stringify(r.data, null, 1)), r.gone_at || r.last_changed])) :
+      el("p", { class: "muted" }, "Nothing changed."));
+}
+
 function changes(before, after) {
   // Field by field: what a version changed in a record's data (top-level fields).
   const lines = [];
@@ -218,5 +234,6 @@ function connect() {
 }
 
 document.getElementById("record-search").addEventListener("submit", searchRecords);
+document.getElementById("record-changes").addEventListener("click", showChanges);
 if (readOnly) note("read-only");
 connect();

@@ -796,3 +796,7 @@ SELECT EXISTS (SELECT 1 FROM frontier WHERE crawl = %(crawl)s AND origin = %(ori
 -- name: record_versions
 SELECT version, type, extract(epoch FROM at)::float8, data::text FROM outbox
 WHERE crawl = %(crawl)s AND record_id = %(id)s ORDER BY version, id LIMIT %(limit)s;
+
+-- name: deliveries_by_endpoint
+SELECT e.url, d.state, count(*) FROM deliveries d JOIN endpoints e ON e.id = d.endpoint
+WHERE e.crawl = %(crawl)s GROUP BY e.url, d.state ORDER BY e.url, d.state;

@@ -628,3 +628,7 @@ SELECT EXISTS (SELECT 1 FROM frontier
 -- name: record_versions
 SELECT version, type, at, data FROM outbox
 WHERE crawl = :crawl AND record_id = :id ORDER BY version, id LIMIT :limit;
+
+-- name: deliveries_by_endpoint
+SELECT e.url, d.state, count(*) FROM deliveries d JOIN endpoints e ON e.id = d.endpoint
+WHERE e.crawl = :crawl GROUP BY e.url, d.state ORDER BY e.url, d.state;
