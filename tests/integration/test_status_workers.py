@@ -35,6 +35,9 @@ def test_status_lists_live_and_dead_workers(
         assert worker["alive"] and worker["crawl"] == "demo-shop" and worker["host"]
         assert worker["pid"] == proc.pid and worker["started_at"].startswith("20")
         assert worker["leases"] == 1 and worker["pages"] > 0
+        seen = worker["last_seen"]  # noted by the worker every few seconds while it runs
+        assert seen >= worker["started_at"]
+        wait_for(lambda: status(any_db_url)["workers"][0]["last_seen"] > seen)
         compact = run_cli("status", "--db", any_db_url).stdout
         assert "workers   1 alive, 0 dead" in compact and f"pid {worker['pid']}: alive" in compact
         assert max(len(line) for line in compact.splitlines()) <= 80  # (#23 item 3)

@@ -171,7 +171,11 @@ def as_json(
         for w in waiting if w.pages
     ]  # fmt: skip
     item["workers"] = [
-        {**dataclasses.asdict(w), "started_at": iso_time(w.started_at)}
+        {
+            **dataclasses.asdict(w),
+            "started_at": iso_time(w.started_at),
+            "last_seen": None if w.last_seen is None else iso_time(w.last_seen),
+        }
         for w in workers
         if w.crawl == s.crawl
     ]

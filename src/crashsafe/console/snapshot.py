@@ -78,7 +78,8 @@ def take(store: Store) -> dict[str, Any]:
             "paused_origins": [{"origin": o.origin, "by": o.by, "since": iso(o.since)}
                                for o in control.origins],
             "workers": [{"owner": w.owner, "host": w.host, "pid": w.pid, "alive": w.alive,
-                         "leases": w.leases, "pages": w.pages, "started_at": iso(w.started_at)}
+                         "leases": w.leases, "pages": w.pages, "started_at": iso(w.started_at),
+                         "last_seen": iso(w.last_seen)}
                         for w in workers],
             "waiting": [{"origin": w.origin, "pages": w.pages, "why": w.why} for w in waiting],
             "failed_groups": failed_groups(failed),

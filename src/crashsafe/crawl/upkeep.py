@@ -22,6 +22,7 @@ from crashsafe.store.process import StoreCall
 logger = logging.getLogger("crashsafe.crawl")
 WATCH_PEERS_EVERY = 5.0  # seconds between looks for dead workers while busy
 WATCH_CONTROLS_EVERY = 1.0  # seconds between looks at pause/resume/cancel
+TOUCH_EVERY_LOOKS = 5  # a worker notes it is at work (last_seen) every fifth look
 TEND_WAL_EVERY = 5.0  # seconds between looks at the size of an SQLite WAL
 
 
@@ -71,7 +72,14 @@ class Upkeep:
         resumed (the claims themselves grant nothing while it is paused), and call
         ``cancel`` with who asked once ``crashsafe cancel`` asked this worker to stop."""
         said: str | None = None
+        looks = 0
         while True:
+            if looks % TOUCH_EVERY_LOOKS == 0:
+                try:
+                    await self._call(self._store.touch_worker, owner)
+                except Exception as exc:  # only what the console shows: the next one may work
+                    logger.debug("noting this worker's last_seen failed (%s)", exc)
+            looks += 1
             try:
                 control = await self._call(self._store.control, self._crawl, owner)
             except Exception as exc:  # the next look may work; the claims enforce pauses

@@ -227,6 +227,10 @@ class Store(Protocol):
 
     def knows_origin(self, crawl: str, origin: str) -> bool: ...
 
+    def touch_worker(self, owner: str) -> None:
+        """Note that worker ``owner`` is at work now (``WorkerInfo.last_seen``)."""
+        ...
+
     def deliveries_by_endpoint(self, crawl: str) -> dict[str, dict[str, int]]:
         """Each webhook endpoint of ``crawl`` (its URL) and its deliveries by state."""
         ...

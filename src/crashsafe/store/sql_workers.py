@@ -50,6 +50,15 @@ class SQLWorkers(SQLBase):
             owner, self._owner = self._owner, None
             self._drop_liveness(owner)
 
+    def touch_worker(self, owner: str) -> None:
+        """Note that worker ``owner`` is at work now (its ``last_seen``)."""
+
+        def go() -> None:
+            with self._write() as tx:
+                tx.run("touch_worker", {"owner": owner, "now": self._now()})
+
+        self._run(go)
+
     def reclaim_dead_workers(self, crawl: str, *, backoff: Backoff | None = None) -> int:
         b = backoff or Backoff(0.0, 0.0)
 
@@ -77,8 +86,8 @@ class SQLWorkers(SQLBase):
                 pages = dict(tx.rows("pages_by_owner", p))
                 alive = self._alive(tx, [r[0] for r in rows]) if rows else set()
             found = [
-                WorkerInfo(o, c, h, pid, started, o in alive, held.get(o, 0), pages.get(o, 0))
-                for o, c, h, pid, started in rows
+                WorkerInfo(o, c, h, pid, started, o in alive, held.get(o, 0), pages.get(o, 0), seen)
+                for o, c, h, pid, started, seen in rows
             ]
             return [w for w in found if w.alive or w.leases]
 

@@ -466,3 +466,4 @@ class WorkerInfo:
     alive: bool
     leases: int
     pages: int
+    last_seen: float | None = None  # the worker said it was at work (every few seconds)

@@ -94,8 +94,8 @@ function drawCrawl(c) {
       [o.origin, o.by, o.since, readOnly ? "" : el("button", { onclick: () => act(c.name, "resume", { origin: o.origin }) }, "Resume")])));
   }
   if (c.workers.length) {
-    parts.push(el("h3", {}, "Workers"), table(["host", "pid", "alive", "leases", "pages", "started"],
-      c.workers.map((w) => [w.host, String(w.pid), w.alive ? "alive" : "dead", w.leases, w.pages, w.started_at])));
+    parts.push(el("h3", {}, "Workers"), table(["host", "pid", "alive", "leases", "pages", "started", "last seen"],
+      c.workers.map((w) => [w.host, String(w.pid), w.alive ? "alive" : "dead", w.leases, w.pages, w.started_at, w.last_seen])));
   }
   if (c.waiting.length) {
     parts.push(el("h3", {}, "Waiting for"), table(["origin", "pages", "why"],
@@ -164,7 +164,7 @@ function drawBatches(batches) {
         ...[["answered", b.items], ["batches", b.batches], ["failed", b.failed_not_done],
             ["tokens in", usage.prompt_tokens || 0], ["tokens out", usage.completion_tokens || 0],
             ["items/s", b.items_per_second]]
-          .map(([label, n]) => el("div", { "data-count": label }, el("b", {}, Number(n).toLocaleString("en")), label)),
+          .map(([label, n]) => el("div", { "data-count": label }, el("b", {}, typeof n === "number" ? n.toLocaleString("en") : n), label)),
         el("div", { "data-count": "spend" }, el("b", {}, b.cost === null ? "?" : `$${b.cost.toFixed(4)}`), "spend")),
       Object.keys(b.labels || {}).length ? table(["label", "items"], Object.entries(b.labels)) : "",
       el("p", { class: "muted" }, `last written ${b.updated}`));

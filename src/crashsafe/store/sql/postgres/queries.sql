@@ -326,9 +326,14 @@ WHERE crawl = %(crawl)s AND NOT EXISTS (
 DELETE FROM workers WHERE owner = ANY(%(owner)s::text[]);
 
 -- name: list_workers
-SELECT owner, crawl, host, pid, extract(epoch FROM started_at)::float8 FROM workers
+SELECT owner, crawl, host, pid, extract(epoch FROM started_at)::float8,
+       extract(epoch FROM coalesce(last_seen, started_at))::float8
+FROM workers
 WHERE %(crawl)s::text IS NULL OR crawl = %(crawl)s
 ORDER BY started_at, owner;
+
+-- name: touch_worker
+UPDATE workers SET last_seen = crashsafe_now(%(now)s) WHERE owner = %(owner)s;
 
 -- name: leases_by_owner
 SELECT lease_owner, count(*) FROM frontier

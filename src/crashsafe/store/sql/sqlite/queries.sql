@@ -216,9 +216,12 @@ WHERE crawl = :crawl AND NOT EXISTS (
 DELETE FROM workers WHERE owner = :owner;
 
 -- name: list_workers
-SELECT owner, crawl, host, pid, started_at FROM workers
+SELECT owner, crawl, host, pid, started_at, coalesce(last_seen, started_at) FROM workers
 WHERE :crawl IS NULL OR crawl = :crawl
 ORDER BY started_at, owner;
+
+-- name: touch_worker
+UPDATE workers SET last_seen = :now WHERE owner = :owner;
 
 -- name: leases_by_owner
 SELECT lease_owner, count(*) FROM frontier
