@@ -172,5 +172,7 @@ def test_a_batch_job_on_the_page(page: Any, tmp_path: Any) -> None:
         answered = page.locator(f'[data-checkpoint="{checkpoint}"] [data-count="answered"] b')
         answered.wait_for()
         assert answered.inner_text() == "200"
+        of = page.locator(f'[data-checkpoint="{checkpoint}"] [data-count="of"] b')
+        assert of.inner_text() == "200"
         assert "positive" in page.locator("#batches").inner_text()
         screenshot(page, "console-batch")

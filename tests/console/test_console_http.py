@@ -169,6 +169,7 @@ def test_batch_jobs_are_shown_from_their_checkpoints(tmp_path: Any) -> None:
         job, later = c.state()["batches"]
         assert later["error"].startswith("no such file yet")
         assert job["items"] == 200 and job["batches"] >= 20 and job["failed_not_done"] == 0
+        assert job["total"] == 200 and job["eta"] is None  # done: nothing left to wait for
         assert sum(job["labels"].values()) == 200
         assert set(job["labels"]) <= {"positive", "negative", "neutral"}
         assert job["usage"]["prompt_tokens"] > 0 and job["cost"] > 0

@@ -89,3 +89,18 @@ def test_a_batch_job_traces_each_call(tmp_path: Path) -> None:
     calls = out.stdout.count('"name": "batch.call"')
     assert calls >= 20  # 20 batches of 10, and the calls the stand-in refused (429) too
     assert '"gen_ai.usage.input_tokens"' in out.stdout and '"service.name": "reviews"' in out.stdout
+
+
+def test_a_batch_api_job_traces_its_provider_calls_and_answers(tmp_path: Path) -> None:
+    from crashsafe.batch.testserver import LLMServerOptions, LLMServerThread
+    from tests.batch.test_batch_api import BATCH_API, classify, reviews
+
+    src = reviews(tmp_path)  # 47 items, 5 a request: 10 requests, 3 a provider batch
+    env = {"OTEL_TRACES_EXPORTER": "console"}
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.2)) as server:
+        done = classify(server, src, tmp_path / "api.jsonl", *BATCH_API, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count('"name": "batch.answer"') == 10
+    assert done.stdout.count('"crashsafe.call": "upload"') == 4  # one a provider batch
+    assert done.stdout.count('"crashsafe.call": "create a batch"') == 4
+    assert done.stdout.count('"name": "batch.provider_call"') >= 4 * 3  # and polls, downloads

@@ -9,9 +9,10 @@ a warning and its items are simply done again.
 Two kinds of line:
 
 - a batch: ``{"ids": [...], "results": [...], "hashes": [...], "usage": {...},
-  "cost": ...}``: ``hashes`` (one per id, :func:`text_hash` of what was asked) tell a
-  rerun which items changed since they were answered; lines written before they existed
-  have none, and their answers are kept;
+  "cost": ..., "input_items": N}``: ``hashes`` (one per id, :func:`text_hash` of what was
+  asked) tell a rerun which items changed since they were answered; lines written before
+  they existed have none, and their answers are kept; ``input_items`` is how many items
+  the run's input held (the console's done/total and ETA);
 - a job: ``{"job": {"task", "labels", "model", "prompt"}}``, written when a job first
   opens the checkpoint (and again when a rerun accepts a change): what the answers after
   it depend on, so that a rerun with other labels, model or prompt is refused instead of

@@ -273,6 +273,7 @@ class BatchRunner:
                 "attempts": attempt,
                 "elapsed": elapsed,
                 "finished_at": _now_iso(),
+                "input_items": len(self.inputs.items),  # (done of how many: the console)
             }
             if s.price_in or s.price_out:
                 line["cost"] = round(s.cost(usage), 9)

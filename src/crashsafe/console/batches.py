@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,9 @@ LABELS_SHOWN = 20
 class BatchWatch:
     """One checkpoint: its summary (``batch report``'s), re-read when it changed."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
         self.path = path
+        self._clock = clock
         self._seen: tuple[int, int] | None = None  # (size, mtime_ns) read last
         self._summary: dict[str, Any] = {}
         self._points: deque[tuple[float, int]] = deque()
@@ -37,13 +39,16 @@ class BatchWatch:
         if seen != self._seen:
             try:
                 summary = build_report([self.path]).summary()
-                jobs = scan(self.path).jobs
+                found = scan(self.path)
             except Exception as exc:  # a file that is not a checkpoint: said on the page
                 return {**out, "error": f"{type(exc).__name__}: {exc}"}
-            summary["job"] = jobs[-1] if jobs else None
+            summary["job"] = found.jobs[-1] if found.jobs else None
+            totals = [line.get("input_items") for line in found.lines]
+            known = [n for n in totals if isinstance(n, int) and not isinstance(n, bool)]
+            summary["total"] = known[-1] if known else None  # the last run's input
             summary["labels"] = dict(list(summary["labels"].items())[:LABELS_SHOWN])
             self._summary, self._seen = summary, seen
-        now = time.time()
+        now = self._clock()
         items = int(self._summary.get("items", 0))
         if not self._points or now - self._points[-1][0] >= SAMPLE_EVERY:
             self._points.append((now, items))
@@ -51,5 +56,8 @@ class BatchWatch:
             self._points.popleft()
         (t0, n0), (t1, n1) = self._points[0], self._points[-1]
         rate = (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
-        return {**out, **self._summary, "items_per_second": round(rate, 2),
+        total, eta = self._summary.get("total"), None
+        if isinstance(total, int) and rate > 0 and total > items:
+            eta = iso(now + (total - items) / rate)
+        return {**out, **self._summary, "items_per_second": round(rate, 2), "eta": eta,
                 "updated": iso(stat.st_mtime)}  # fmt: skip

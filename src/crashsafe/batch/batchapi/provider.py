@@ -12,6 +12,7 @@ from typing import Any, Protocol, TypeVar
 from crashsafe.batch.llm import redact
 from crashsafe.batch.task import Usage
 from crashsafe.errors import EndpointError
+from crashsafe.tracing import span, tracer_from_env
 
 T = TypeVar("T")
 
@@ -120,6 +121,7 @@ class RetriedCalls:
         self.tries = tries
         self.backoff = backoff
         self.say: Callable[[str], None] = lambda line: None
+        self.tracer = tracer_from_env()  # a span per call to the provider when OTEL_* asks
 
     def _errors(self) -> tuple[type[Exception], tuple[type[Exception], ...]]:
         """The SDK's status error (``status_code``, ``message``) and its connection ones."""
@@ -139,7 +141,11 @@ class RetriedCalls:
         status_error, connection_errors = self._errors()
         for attempt in range(self.tries):
             try:
-                return await call()
+                with span(self.tracer, "batch.provider_call", **{
+                    "crashsafe.call": what, "crashsafe.attempt": attempt + 1,
+                    "server.address": self.base_url,
+                }):  # fmt: skip
+                    return await call()
             except status_error as exc:
                 code: int = exc.status_code  # type: ignore[attr-defined]
                 if may_be_gone and code == 404:

@@ -517,10 +517,20 @@ class BatchApiRunner(BatchRunner):
         """Append one request's answers; why they cannot be (not JSON), or ""."""
         line = {"batch": chunk.name, "ids": ids, "hashes": hashes, "results": results,
                 "usage": usage, "attempts": chunk.attempt, "via": "batch-api",
-                "provider_batch": chunk.batch_id, "finished_at": _now_iso()}  # fmt: skip
+                "provider_batch": chunk.batch_id, "finished_at": _now_iso(),
+                "input_items": len(self.inputs.items)}  # fmt: skip
         if self.settings.price_in or self.settings.price_out:
             line["cost"] = round(self.settings.cost(usage), 9)
             line["priced"] = f"batch ({self.options.discount:.0%} of the given prices)"
+        if self.tracer is not None:  # one span per request answered through the Batch API
+            with self.tracer.start_as_current_span("batch.answer", attributes={
+                "crashsafe.batch": chunk.name, "crashsafe.items": len(ids),
+                "crashsafe.provider_batch": chunk.batch_id or "",
+                "gen_ai.usage.input_tokens": usage.get("prompt_tokens", 0),
+                "gen_ai.usage.output_tokens": usage.get("completion_tokens", 0),
+                "crashsafe.cost": self.settings.cost(usage),
+            }):  # fmt: skip
+                pass
         try:
             encoded = encode_line(line)
         except (TypeError, ValueError) as exc:

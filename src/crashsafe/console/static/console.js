@@ -161,13 +161,13 @@ function drawBatches(batches) {
     return el("div", { class: "batch", "data-checkpoint": b.checkpoint },
       el("h3", {}, b.checkpoint, " ", el("span", { class: "muted" }, [job.task, job.model].filter(Boolean).join(", "))),
       el("div", { class: "counts" },
-        ...[["answered", b.items], ["batches", b.batches], ["failed", b.failed_not_done],
+        ...[["answered", b.items], ["of", b.total === null ? "?" : b.total], ["batches", b.batches], ["failed", b.failed_not_done],
             ["tokens in", usage.prompt_tokens || 0], ["tokens out", usage.completion_tokens || 0],
             ["items/s", b.items_per_second]]
           .map(([label, n]) => el("div", { "data-count": label }, el("b", {}, typeof n === "number" ? n.toLocaleString("en") : n), label)),
         el("div", { "data-count": "spend" }, el("b", {}, b.cost === null ? "?" : `$${b.cost.toFixed(4)}`), "spend")),
       Object.keys(b.labels || {}).length ? table(["label", "items"], Object.entries(b.labels)) : "",
-      el("p", { class: "muted" }, `last written ${b.updated}`));
+      el("p", { class: "muted" }, `last written ${b.updated}`, b.eta ? `; at this rate, done by ${b.eta}` : ""));
   }));
 }
 
