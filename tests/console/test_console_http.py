@@ -235,3 +235,23 @@ def test_deliveries_per_endpoint_with_its_secrets_masked(
 
 def total(values: dict[str, float], prefix: str) -> float:
     return sum(v for k, v in values.items() if k.startswith(prefix))
+
+
+def test_the_rate_chart_starts_with_the_last_hour_from_the_rows(any_db_url: str) -> None:
+    db_url = any_db_url
+    import time
+
+    from crashsafe.store import NewUrl, PageOutcome, open_store
+
+    half_an_hour_ago = time.time() - 1800
+    store = open_store(db_url, clock=lambda: half_an_hour_ago)  # pages done back then
+    try:
+        store.enqueue("demo-shop", [NewUrl(f"http://a.test/{i}") for i in range(30)])
+        leases = store.lease("demo-shop", store.register_worker("demo-shop"), 30, 60)
+        store.commit_pages("demo-shop", [PageOutcome(x, "done", 200) for x in leases])
+    finally:
+        store.close()
+    with console(db_url) as c:
+        rate = c.crawl()["rate"]  # at once: read from the rows, not sampled since
+    assert max(p["per_second"] for p in rate) == 0.5  # 30 pages in that minute
+    assert sum(p["per_second"] for p in rate) * 60 == 30  # and none in any other

@@ -156,17 +156,21 @@ class Hub:
                     lambda _: [watch.view() for watch in self._batches]
                 )
                 self._taken = time.monotonic()
-                self._note(snap)
+                await self._note(snap)
                 self._latest = snap
             return self._latest
 
-    def _note(self, snap: dict[str, Any]) -> None:
-        """Keep an hour of (time, pages done) per crawl; each crawl's ``rate`` is pages
-        per second between the points kept."""
+    async def _note(self, snap: dict[str, Any]) -> None:
+        """Keep an hour of (time, pages finished) per crawl; each crawl's ``rate`` is pages
+        per second between the points kept. A crawl first seen starts with the last hour
+        as its rows have it (pages finished per minute), read once."""
         now = time.time()
         for crawl in snap["crawls"]:
-            points = self._history.setdefault(crawl["name"], deque())
+            name = crawl["name"]
             done = crawl["urls"]["done"] + crawl["urls"]["failed"]
+            points = self._history.get(name)
+            if points is None:
+                points = self._history[name] = await self._past_hour(name, now, done)
             if not points or now - points[-1][0] >= SAMPLE_EVERY:
                 points.append((now, done))
             while points and now - points[0][0] > HISTORY_SECONDS:
@@ -176,6 +180,24 @@ class Hub:
                 for (t0, d0), (t1, d1) in zip(points, list(points)[1:], strict=False)
                 if t1 > t0
             ]
+
+    async def _past_hour(self, crawl: str, now: float, done: int) -> deque[tuple[float, int]]:
+        """(end of each minute of the last hour, pages finished by then), from the rows."""
+        since = now - HISTORY_SECONDS
+        per_minute = dict(await self.call(lambda s: s.finished_per_minute(crawl, since)))
+        points: deque[tuple[float, int]] = deque()
+        if not per_minute:
+            return points
+        finished = done - sum(per_minute.values())  # by the start of the hour
+        first = min(per_minute)
+        points.append((since + first * 60, finished))
+        for minute in range(first, int(HISTORY_SECONDS // 60)):
+            at = since + (minute + 1) * 60
+            if at >= now:
+                break
+            finished += per_minute.get(minute, 0)
+            points.append((at, finished))
+        return points
 
     def close(self) -> None:
         def shut() -> None:

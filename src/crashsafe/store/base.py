@@ -231,6 +231,10 @@ class Store(Protocol):
         """Note that worker ``owner`` is at work now (``WorkerInfo.last_seen``)."""
         ...
 
+    def finished_per_minute(self, crawl: str, since: float) -> list[tuple[int, int]]:
+        """``(minute after since, pages done or failed in it)``, oldest first."""
+        ...
+
     def deliveries_by_endpoint(self, crawl: str) -> dict[str, dict[str, int]]:
         """Each webhook endpoint of ``crawl`` (its URL) and its deliveries by state."""
         ...

@@ -84,6 +84,17 @@ class SQLEffects(SQLBase):
 
         return self._run(go)
 
+    def finished_per_minute(self, crawl: str, since: float) -> list[tuple[int, int]]:
+        """``(minute after since, pages finished in it)`` for the minutes since ``since``
+        (seconds since the epoch) in which any page of ``crawl`` was done or failed."""
+
+        def go() -> list[tuple[int, int]]:
+            with self._read() as tx:
+                rows = tx.rows("finished_per_minute", {"crawl": crawl, "since": since})
+            return [(int(minute), int(n)) for minute, n in rows]
+
+        return self._run(go)
+
     def deliveries_by_endpoint(self, crawl: str) -> dict[str, dict[str, int]]:
         """Each webhook endpoint of ``crawl`` (its URL) and its deliveries by state."""
 

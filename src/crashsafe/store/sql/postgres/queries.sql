@@ -805,3 +805,10 @@ WHERE crawl = %(crawl)s AND record_id = %(id)s ORDER BY version, id LIMIT %(limi
 -- name: deliveries_by_endpoint
 SELECT e.url, d.state, count(*) FROM deliveries d JOIN endpoints e ON e.id = d.endpoint
 WHERE e.crawl = %(crawl)s GROUP BY e.url, d.state ORDER BY e.url, d.state;
+
+-- name: finished_per_minute
+SELECT floor(extract(epoch FROM done_at - to_timestamp(%(since)s)) / 60)::int AS minute,
+       count(*)
+FROM frontier
+WHERE crawl = %(crawl)s AND state IN ('done', 'failed') AND done_at >= to_timestamp(%(since)s)
+GROUP BY minute ORDER BY minute;

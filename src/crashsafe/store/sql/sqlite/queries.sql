@@ -635,3 +635,10 @@ WHERE crawl = :crawl AND record_id = :id ORDER BY version, id LIMIT :limit;
 -- name: deliveries_by_endpoint
 SELECT e.url, d.state, count(*) FROM deliveries d JOIN endpoints e ON e.id = d.endpoint
 WHERE e.crawl = :crawl GROUP BY e.url, d.state ORDER BY e.url, d.state;
+
+-- name: finished_per_minute
+-- Pages finished (done or failed) per minute since :since, oldest first: the console's
+-- rate chart of the last hour, read once when it starts (then it samples the counts).
+SELECT CAST((done_at - :since) / 60 AS INTEGER) AS minute, count(*) FROM frontier
+WHERE crawl = :crawl AND state IN ('done', 'failed') AND done_at >= :since
+GROUP BY minute ORDER BY minute;
