@@ -6,12 +6,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-import pytest
-
-from crashsafe.store import NewUrl, PageOutcome, Politeness, Store
+from crashsafe.store import NewUrl, PageOutcome, Politeness, Store, open_store
 from tests import pg
 from tests.clock import ManualClock
-from tests.contract.conftest import Backend
 from tests.helpers import wait_for
 
 C = "c"
@@ -133,29 +130,29 @@ def test_lapsed_leases_of_a_paused_origin_do_not_block_the_rest(
     assert len(again) == 300 and {x.attempts for x in again} == {1}  # the lapsed grant counts
 
 
-def test_an_action_waits_for_the_claims_under_way(
-    backend: Backend, open_stores: Callable[[], Store]
-) -> None:
+def test_an_action_waits_for_the_claims_under_way(pg_url: str) -> None:
     """PostgreSQL: a claim reads the gate, then takes more statements; a pause committed
     in between must not let it grant after the pause has returned. So an action waits
-    for the claims that read the gate before it (SQLite: one write lock does it)."""
-    if backend.name != "postgres":
-        pytest.skip("SQLite's claims and actions take the one write lock in turn")
-    store = open_stores()
-    store.enqueue(C, urls("http://a", 3))
-    store.pause(C, actor="ann")
-    store.resume(C, actor="ann")
-    returned = threading.Event()
-    with pg.connect(backend.url) as claim:
-        claim.autocommit = False
-        claim.execute("SELECT 1 FROM controls WHERE crawl = %s", (C,))  # (a claim's gate)
-        pause = threading.Thread(target=lambda: (store.pause(C, actor="bob"), returned.set()))
-        pause.start()
-        wait_for(lambda: _waiting_locks(backend.url) > 0)  # it waits for the claim...
-        assert not returned.is_set()
-        claim.commit()  # ...until the claim commits
-    pause.join(timeout=30)
-    assert returned.is_set() and store.control(C).paused_by == "bob"
+    for the claims that read the gate before it. (SQLite needs no test of its own: its
+    claims and actions take the database's one write lock in turn.)"""
+    store = open_store(pg_url)
+    try:
+        store.enqueue(C, urls("http://a", 3))
+        store.pause(C, actor="ann")
+        store.resume(C, actor="ann")
+        returned = threading.Event()
+        with pg.connect(pg_url) as claim:
+            claim.autocommit = False
+            claim.execute("SELECT 1 FROM controls WHERE crawl = %s", (C,))  # (a claim's gate)
+            pause = threading.Thread(target=lambda: (store.pause(C, actor="bob"), returned.set()))
+            pause.start()
+            wait_for(lambda: _waiting_locks(pg_url) > 0)  # it waits for the claim...
+            assert not returned.is_set()
+            claim.commit()  # ...until the claim commits
+        pause.join(timeout=30)
+        assert returned.is_set() and store.control(C).paused_by == "bob"
+    finally:
+        store.close()
 
 
 def _waiting_locks(url: str) -> int:
