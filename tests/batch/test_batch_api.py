@@ -178,6 +178,36 @@ def test_interrupted_while_polling_leaves_the_batches_and_collects_them_later(
     assert stats["batches_created"] == 4 and stats["chunks_submitted_twice"] == 0
 
 
+def test_ctrl_c_cuts_a_call_to_the_provider_that_hangs(tmp_path: Path) -> None:
+    """A look at a batch that never answers (a network that drops packets) held a Ctrl-C
+    for the client's timeout and retries: minutes. It is cut after a short grace, and the
+    next run collects the batches as they stand."""
+    import dataclasses
+
+    from tests.helpers import reaped, wait_for
+
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    options = LLMServerOptions(batch_seconds=0.2, hang_polls=True)
+    with LLMServerThread(options) as server:
+        cmd = [*CLI, "batch", "classify", str(src), "--labels", LABELS, "--checkpoint", str(cp),
+               "--base-url", server.base_url, "--model", "test", "--batch-size", "5",
+               "--no-progress", *BATCH_API]  # fmt: skip
+        env = {**cli_env(), "OPENAI_API_KEY": ""}
+        proc = subprocess.Popen(cmd, env=env, text=True, stderr=subprocess.PIPE)
+        with reaped(proc):
+            wait_for(lambda: server.server.batches.hanging >= 1, timeout=60)
+            os.kill(proc.pid, signal.SIGINT)
+            _, err = proc.communicate(timeout=60)  # (not the client's 600 s, retried)
+        assert proc.returncode == 130, err
+        assert "did not answer; cut" in err and "the next run collects it" in err
+        server.server.options = dataclasses.replace(options, hang_polls=False)
+        done = classify(server, src, cp, *BATCH_API)
+        assert done.returncode == 0, done.stderr
+        stats = server.server.snapshot()
+    assert len(answers(cp)) == 47
+    assert stats["chunks_submitted_twice"] == 0 and stats["items_paid_twice"] == 0
+
+
 def test_via_auto_asks_a_small_job_synchronously_at_full_price(tmp_path: Path) -> None:
     src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
     with LLMServerThread(LLMServerOptions(batch_seconds=0.1)) as server:

@@ -38,6 +38,7 @@ class LLMServerOptions:
     batch_seconds: float = 0.3  # a batch's time from creation to completion (Batches API)
     expire_every: int = 0  # every Nth batch expires half done
     line_error_every: int = 0  # every Nth line of a batch answers 500
+    hang_polls: bool = False  # a look at a batch never answers (Ctrl-C must still stop a run)
 
 
 def label_for(text: str, labels: list[str]) -> str:

@@ -22,6 +22,7 @@ batch on first, so a batch whose submitter was killed is billed when it ends.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections import Counter
@@ -95,6 +96,7 @@ class BatchesStandIn:
         self.lines_answered = 0
         self.uploads = 0  # batch files uploaded
         self.downloads = 0  # output and error files read
+        self.hanging = 0  # looks at a batch left unanswered (hang_polls)
         from crashsafe.batch.testserver_messages import MessageBatchesStandIn
 
         self.messages = MessageBatchesStandIn(self)  # Anthropic's, counted here too
@@ -190,6 +192,12 @@ class BatchesStandIn:
         return web.json_response(batch.json())
 
     async def retrieve(self, request: web.Request) -> web.Response:
+        if self.server.options.hang_polls:
+            self.hanging += 1
+            for _ in range(1200):  # until hang_polls is turned off (2 minutes at most)
+                if not self.server.options.hang_polls:
+                    break
+                await asyncio.sleep(0.1)
         batch = self.batches.get(request.match_info["id"])
         if batch is None:
             return _error(404, "no such batch")

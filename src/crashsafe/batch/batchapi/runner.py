@@ -22,13 +22,14 @@ from there; requests of a chunk still running are never planned again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
 import random
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from crashsafe.batch.llm import PromptTask
 
 KILL_AT = "CRASHSAFE_KILL_AT"  # tests: "step" or "step:n" SIGKILLs the run there
+STOP_GRACE = 3.0  # seconds a stopping run's provider call gets before it is cut
 
 
 def killpoint(step: str, _seen: dict[str, int] = {}) -> None:  # noqa: B006 (a counter)
@@ -180,15 +182,50 @@ class BatchApiRunner(BatchRunner):
         cost = self.settings.cost({"prompt_tokens": tokens_in, "completion_tokens": tokens_out})
         return tokens_in, tokens_out, cost
 
+    def _on_signal(self) -> None:
+        self.echo(
+            "Stopping: the batches at the provider stay there and the next run collects "
+            "them (Ctrl-C again to abort)..."
+        )
+        self.summary.interrupted = True
+        self.request_stop()
+
     # -- the job ---------------------------------------------------------------------------
     async def _schedule(self, batches: list[list[Item]]) -> None:
         ledger = Ledger(ledger_path(self.path))
         ledger.open()
         try:
             self._check_ledger(ledger)
-            await self._run_chunks(ledger, batches)
+            await self._until_stopped(self._run_chunks(ledger, batches))
         finally:
             ledger.close()
+
+    async def _until_stopped(self, job: Coroutine[Any, Any, None]) -> None:
+        """Run ``job``; once a stop is asked, give it ``STOP_GRACE`` seconds to reach its
+        next look at the stop, then cut it: a call to the provider that hangs (a network
+        that drops packets) must not hold a Ctrl-C for minutes. Cutting it is safe: the
+        ledger says what was asked and made, and the next run looks before it asks again,
+        as after a kill."""
+        work = asyncio.ensure_future(job)
+        stop = asyncio.ensure_future(self._stop_asked.wait())
+        try:
+            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if not work.done():
+                await asyncio.wait({work}, timeout=STOP_GRACE)
+            if not work.done():
+                self.echo(
+                    "batch-api: a call to the provider did not answer; cut. What is at "
+                    "the provider stays there: the next run collects it."
+                )
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work
+                return
+            work.result()  # (its exception, if it raised)
+        finally:
+            stop.cancel()
+            if not work.done():  # (we were cancelled ourselves)
+                work.cancel()
 
     def _check_ledger(self, ledger: Ledger) -> None:
         """Say what is damaged; refuse to collect chunks asked by another job (model,
