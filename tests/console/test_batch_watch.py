@@ -34,3 +34,10 @@ def test_a_checkpoint_from_before_input_items_has_no_total(tmp_path: Path) -> No
     checkpoint.write_text(json.dumps({"ids": ["a"], "results": [1], "usage": {}}) + "\n")
     view = BatchWatch(checkpoint).view()
     assert view["items"] == 1 and view["total"] is None and view["eta"] is None
+
+
+def test_a_file_that_is_not_a_checkpoint_says_so(tmp_path: Path) -> None:
+    garbage = tmp_path / "bad.jsonl"
+    garbage.write_text("{garbage\n")
+    view = BatchWatch(garbage).view()
+    assert view["items"] == 0 and view["corrupt_lines"] == 1  # the page says "damaged"

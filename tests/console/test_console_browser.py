@@ -46,6 +46,7 @@ def test_the_page_follows_a_crawl_and_pause_and_resume_steer_it(
             card.locator('[data-state="running"]').wait_for()
             first = shown(page, "done")
             wait_for(lambda: shown(page, "done") > first)  # live: no reload
+            assert "pages per second" in card.locator("figcaption").inner_text()
             screenshot(page, "console-running")
             card.get_by_role("button", name="Pause", exact=True).click()
             card.locator('[data-state="paused"]').wait_for()
@@ -175,4 +176,6 @@ def test_a_batch_job_on_the_page(page: Any, tmp_path: Any) -> None:
         of = page.locator(f'[data-checkpoint="{checkpoint}"] [data-count="of"] b')
         assert of.inner_text() == "200"
         assert "positive" in page.locator("#batches").inner_text()
+        for panel in ("#crawls", "#records-panel", "#audit-panel"):  # no crawl database
+            assert not page.locator(panel).is_visible(), panel
         screenshot(page, "console-batch")

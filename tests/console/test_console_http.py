@@ -174,6 +174,11 @@ def test_batch_jobs_are_shown_from_their_checkpoints(tmp_path: Any) -> None:
         assert set(job["labels"]) <= {"positive", "negative", "neutral"}
         assert job["usage"]["prompt_tokens"] > 0 and job["cost"] > 0
         assert c.state()["crawls"] == []
+        for path in ("/api/records?crawl=x&q=y", "/api/changes?crawl=x",
+                     "/api/records/versions?crawl=x&id=y"):  # fmt: skip
+            code, said = c.get(path)
+            assert code == 400 and "batch jobs only" in said, path
+        assert c.post("/api/pause", {"crawl": "x"})[0] == 400
     summary = json.loads(report.stdout)["summary"]
     assert (summary["items"], summary["labels"]) == (job["items"], job["labels"])  # as it says
 

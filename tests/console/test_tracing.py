@@ -89,6 +89,7 @@ def test_a_batch_job_traces_each_call(tmp_path: Path) -> None:
     calls = out.stdout.count('"name": "batch.call"')
     assert calls >= 20  # 20 batches of 10, and the calls the stand-in refused (429) too
     assert '"gen_ai.usage.input_tokens"' in out.stdout and '"service.name": "reviews"' in out.stdout
+    assert out.stdout.count('"gen_ai.request.model": "test"') == calls  # the demo's model
 
 
 def test_a_batch_api_job_traces_its_provider_calls_and_answers(tmp_path: Path) -> None:

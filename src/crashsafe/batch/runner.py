@@ -236,7 +236,7 @@ class BatchRunner:
         started = time.monotonic()
         error = ""
         for attempt in range(1, s.max_attempts + 1):
-            model = getattr(self.task, "model", None)
+            model = getattr(getattr(self.task, "task", self.task), "model", None)
             try:
                 with span(self.tracer, "batch.call", **{
                     "crashsafe.batch": label, "crashsafe.items": len(ids),

@@ -70,7 +70,8 @@ def ui(
         where = f"http://{f'[{shown}]' if ':' in shown else shown}:{bound}/"
         login = "login?token=... (the token)" if token else ""
         mode = " (read-only)" if read_only else ""
-        click.echo(f"console of {masked(db_url)}{mode}: {where}{login}  metrics: {where}"
+        what = masked(db_url) if hub.has_database else "batch jobs only"
+        click.echo(f"console of {what}{mode}: {where}{login}  metrics: {where}"
                    "metrics  Ctrl-C stops it.", err=True)  # fmt: skip
         try:
             await asyncio.Event().wait()

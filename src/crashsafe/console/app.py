@@ -51,6 +51,7 @@ async def index(request: web.Request) -> web.Response:
     page = _static("index.html")
     page = page.replace("{{csrf}}", request.app[GUARD].csrf)
     page = page.replace("{{read_only}}", "true" if request.app[READ_ONLY] else "false")
+    page = page.replace("{{database}}", "true" if request.app[HUB].has_database else "false")
     return web.Response(text=page, content_type="text/html", charset="utf-8")
 
 
@@ -91,7 +92,13 @@ async def events(request: web.Request) -> web.StreamResponse:
     return response
 
 
+def _needs_a_database(request: web.Request) -> None:
+    if not request.app[HUB].has_database:
+        raise web.HTTPBadRequest(text="this console shows batch jobs only: no crawl database")
+
+
 async def records(request: web.Request) -> web.Response:
+    _needs_a_database(request)
     crawl = request.query.get("crawl", "")
     text = request.query.get("q", "")
 
@@ -109,6 +116,7 @@ async def records(request: web.Request) -> web.Response:
 async def changes(request: web.Request) -> web.Response:
     """The change feed of the crawl's last pass: records new, changed or gone since it
     began (all records when it has had one pass), the first ``RECORDS_SHOWN``."""
+    _needs_a_database(request)
     crawl = request.query.get("crawl", "")
 
     def read(store: Store) -> dict[str, Any]:
@@ -126,6 +134,7 @@ async def changes(request: web.Request) -> web.Response:
 
 
 async def versions(request: web.Request) -> web.Response:
+    _needs_a_database(request)
     crawl, record_id = request.query.get("crawl", ""), request.query.get("id", "")
 
     def read(store: Store) -> list[dict[str, Any]]:
@@ -141,6 +150,7 @@ async def action(request: web.Request) -> web.Response:
     if request.app[READ_ONLY]:
         raise web.HTTPForbidden(text="this console is read-only (--read-only)")
     name = request.match_info["action"]
+    _needs_a_database(request)
     if name not in ACTIONS:
         raise web.HTTPNotFound(text=f"no action {name!r}: one of {sorted(ACTIONS)}")
     try:

@@ -123,6 +123,7 @@ class Hub:
         from crashsafe.console.batches import BatchWatch
 
         self._batches = [BatchWatch(path) for path in checkpoints]
+        self.has_database = open_store is not None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crashsafe-console")
         self._store: Store | None = None
         self._open = open_store

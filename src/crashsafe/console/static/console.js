@@ -5,6 +5,7 @@
 
 const csrf = document.querySelector('meta[name="crashsafe-csrf"]').content;
 const readOnly = document.querySelector('meta[name="crashsafe-read-only"]').content === "true";
+const hasDatabase = document.querySelector('meta[name="crashsafe-database"]').content === "true";
 const cards = new Map(); // crawl name -> {card, data: the JSON it was drawn from, steer}
 
 function el(tag, attrs, ...children) {
@@ -37,7 +38,11 @@ async function act(crawl, action, body) {
   });
   const text = await response.text();
   if (!response.ok) { alert(`${action} failed: ${text}`); return; }
-  note(`${action} ${crawl}: ${text}`);
+  const done = JSON.parse(text);
+  const what = done.origin ? `origin ${done.origin} of ${crawl}` : crawl;
+  if ("changed" in done) note(done.changed ? `${action}d ${what}` : `${what}: nothing to ${action}`);
+  else if ("workers" in done) note(`asked ${done.workers} worker(s) of ${crawl} to stop`);
+  else if ("requeued" in done) note(`re-queued ${done.requeued} URL(s) of ${crawl}`);
 }
 
 function note(text) {
@@ -59,9 +64,13 @@ function chart(rate) {
   }
   const title = document.createElementNS("http://www.w3.org/2000/svg", "title");
   const last = rate.length ? rate[rate.length - 1].per_second : 0;
+  const peak = rate.length ? Math.max(...rate.map((p) => p.per_second)) : 0;
   title.textContent = `pages per second, last hour (now ${last})`;
   svg.append(title);
-  return svg;
+  const said = rate.length ?
+    `pages per second since ${rate[0].at}: now ${last}, at most ${peak}` :
+    "pages per second: a first point comes within 5 s";
+  return el("figure", { class: "rate" }, svg, el("figcaption", { class: "muted" }, said));
 }
 
 function steerRow(name) {
@@ -119,7 +128,8 @@ function drawCrawl(c) {
 function render(snap) {
   document.getElementById("updated").textContent = `updated ${snap.at}`;
   const box = document.getElementById("crawls");
-  if (!snap.crawls.length) box.replaceChildren(el("p", { class: "muted" }, "No crawl in this database yet."));
+  if (!hasDatabase) box.replaceChildren();
+  else if (!snap.crawls.length) box.replaceChildren(el("p", { class: "muted" }, "No crawl in this database yet."));
   else if (!cards.size) box.replaceChildren();
   for (const c of snap.crawls) {
     let entry = cards.get(c.name);
@@ -166,6 +176,7 @@ function drawBatches(batches) {
             ["items/s", b.items_per_second]]
           .map(([label, n]) => el("div", { "data-count": label }, el("b", {}, typeof n === "number" ? n.toLocaleString("en") : n), label)),
         el("div", { "data-count": "spend" }, el("b", {}, b.cost === null ? "?" : `$${b.cost.toFixed(4)}`), "spend")),
+      b.corrupt_lines ? el("p", { class: "error" }, `${b.corrupt_lines} damaged line(s): not a checkpoint, or written by hand?`) : "",
       Object.keys(b.labels || {}).length ? table(["label", "items"], Object.entries(b.labels)) : "",
       el("p", { class: "muted" }, `last written ${b.updated}`, b.eta ? `; at this rate, done by ${b.eta}` : ""));
   }));
@@ -233,6 +244,9 @@ function connect() {
   source.onerror = () => { live.textContent = "reconnecting"; };
 }
 
+if (!hasDatabase) {  // batch jobs only: no crawl, no record, no audit
+  for (const id of ["crawls", "records-panel", "audit-panel"]) document.getElementById(id).hidden = true;
+}
 document.getElementById("record-search").addEventListener("submit", searchRecords);
 document.getElementById("record-changes").addEventListener("click", showChanges);
 if (readOnly) note("read-only");
