@@ -20,6 +20,7 @@ from typing import Any
 from crashsafe.errors import ConfigError
 
 _configured: Any = None  # the tracer made from the environment, once
+_NO_SPAN = contextlib.nullcontext()  # reusable: it holds nothing
 
 
 def tracer_from_env() -> Any:
@@ -72,7 +73,7 @@ def span(tracer: Any, name: str, **attributes: Any) -> Any:
     """``tracer``'s span ``name`` as the current one (a context manager yielding it), or a
     context manager that does nothing and yields None when there is no tracer."""
     if tracer is None:
-        return contextlib.nullcontext()
+        return _NO_SPAN  # (on every page's path: nothing made when nobody traces)
     return tracer.start_as_current_span(
         name, attributes={k: v for k, v in attributes.items() if v is not None}
     )

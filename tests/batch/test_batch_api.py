@@ -33,11 +33,15 @@ def reviews(tmp_path: Path, n: int = 47) -> Path:
     return path
 
 
+def classify_cmd(server: LLMServerThread, src: Path, cp: Path, *extra: str) -> list[str]:
+    return [*CLI, "batch", "classify", str(src), "--labels", LABELS, "--checkpoint", str(cp),
+            "--base-url", server.base_url, "--model", "test", "--batch-size", "5",
+            "--no-progress", *extra]  # fmt: skip
+
+
 def classify(server: LLMServerThread, src: Path, cp: Path, *extra: str,
              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    cmd = [*CLI, "batch", "classify", str(src), "--labels", LABELS, "--checkpoint", str(cp),
-           "--base-url", server.base_url, "--model", "test", "--batch-size", "5",
-           "--price-in", "1", "--price-out", "2", "--no-progress", *extra]  # fmt: skip
+    cmd = classify_cmd(server, src, cp, "--price-in", "1", "--price-out", "2", *extra)
     environ = {**cli_env(), "OPENAI_API_KEY": "", **(env or {})}
     return subprocess.run(cmd, env=environ, text=True, capture_output=True, timeout=120)
 
@@ -158,9 +162,7 @@ def test_interrupted_while_polling_leaves_the_batches_and_collects_them_later(
 ) -> None:
     src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
     with LLMServerThread(LLMServerOptions(batch_seconds=3.0)) as server:
-        cmd = [*CLI, "batch", "classify", str(src), "--labels", LABELS, "--checkpoint", str(cp),
-               "--base-url", server.base_url, "--model", "test", "--batch-size", "5",
-               "--no-progress", *BATCH_API]  # fmt: skip
+        cmd = classify_cmd(server, src, cp, *BATCH_API)
         env = {**cli_env(), "OPENAI_API_KEY": ""}
         proc = subprocess.Popen(cmd, env=env, text=True, stderr=subprocess.PIPE)
         from tests.helpers import reaped, wait_for
@@ -189,9 +191,7 @@ def test_ctrl_c_cuts_a_call_to_the_provider_that_hangs(tmp_path: Path) -> None:
     src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
     options = LLMServerOptions(batch_seconds=0.2, hang_polls=True)
     with LLMServerThread(options) as server:
-        cmd = [*CLI, "batch", "classify", str(src), "--labels", LABELS, "--checkpoint", str(cp),
-               "--base-url", server.base_url, "--model", "test", "--batch-size", "5",
-               "--no-progress", *BATCH_API]  # fmt: skip
+        cmd = classify_cmd(server, src, cp, *BATCH_API)
         env = {**cli_env(), "OPENAI_API_KEY": ""}
         proc = subprocess.Popen(cmd, env=env, text=True, stderr=subprocess.PIPE)
         with reaped(proc):

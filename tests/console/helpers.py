@@ -14,6 +14,20 @@ from typing import Any
 from tests.helpers import reaped, start_cli, wait_for_line
 
 
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus' exposition format as ``{'name{labels}': value}``."""
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values
+
+
+def total(values: dict[str, float], prefix: str) -> float:
+    return sum(v for k, v in values.items() if k.startswith(prefix))
+
+
 @dataclass
 class Console:
     url: str  # http://127.0.0.1:PORT

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from crashsafe.demo.shop import ShopThread
-from tests.console.helpers import Console, console
+from tests.console.helpers import Console, console, parse_metrics, total
 from tests.helpers import get_json, reaped, run_cli, start_cli, wait_for, wait_for_line
 from tests.integration.test_cli import crawl_args
 
@@ -24,12 +24,7 @@ def status(db_url: str) -> dict[str, Any]:
 def metrics(c: Console, **headers: str) -> dict[str, float]:
     code, text = c.get("/metrics", headers)
     assert code == 200, text
-    values = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            values[name] = float(value)
-    return values
+    return parse_metrics(text)
 
 
 def agree(c: Console, db_url: str, alive: int) -> None:
@@ -236,10 +231,6 @@ def test_deliveries_per_endpoint_with_its_secrets_masked(
         assert pending == row["effects"]["deliveries"]["pending"] == 10
         urls = [e["url"] for e in c.crawl()["endpoints"]]
         assert urls == ["http://127.0.0.1:9/hook?token=***", "http://127.0.0.1:9/other"]
-
-
-def total(values: dict[str, float], prefix: str) -> float:
-    return sum(v for k, v in values.items() if k.startswith(prefix))
 
 
 def test_the_rate_chart_starts_with_the_last_hour_from_the_rows(any_db_url: str) -> None:

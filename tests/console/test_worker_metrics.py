@@ -8,6 +8,7 @@ import urllib.request
 from collections.abc import Callable
 
 from crashsafe.demo.shop import ShopThread
+from tests.console.helpers import parse_metrics, total
 from tests.helpers import get_json, reaped, run_cli, start_cli, wait_for
 from tests.integration.test_cli import crawl_args
 from tests.integration.test_steering_cli import status
@@ -29,17 +30,7 @@ def two_free_ports() -> int:
 
 def scrape(port: int) -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
-    values = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            values[name] = float(value)
-    return values
-
-
-def total(values: dict[str, float], prefix: str) -> float:
-    return sum(v for k, v in values.items() if k.startswith(prefix))
+        return parse_metrics(resp.read().decode())
 
 
 def test_each_worker_counts_its_requests_and_commits(

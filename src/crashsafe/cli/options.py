@@ -103,18 +103,24 @@ def fmt_seconds(seconds: float) -> str:
 
 
 def serve_until_interrupted(
-    app: web.Application, port: int, *, announce: Callable[[int], str], name: str
+    app: web.Application,
+    port: int,
+    *,
+    announce: Callable[[int], str],
+    name: str,
+    host: str = "127.0.0.1",
 ) -> None:
-    """Serve ``app`` on 127.0.0.1:``port`` until Ctrl-C; ``announce(bound_port)`` is printed."""
+    """Serve ``app`` on ``host``:``port`` until Ctrl-C; ``announce(bound_port)`` is printed
+    (and may act on the port bound: the console's guard learns it there)."""
     import asyncio
 
     from crashsafe.demo.server import serve
 
     async def main() -> None:
         try:
-            runner, bound = await serve(app, port=port)
+            runner, bound = await serve(app, host=host, port=port)
         except OSError as exc:
-            raise ConfigError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from exc
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
         click.echo(announce(bound), err=True)
         try:
             await asyncio.Event().wait()

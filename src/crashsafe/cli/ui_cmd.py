@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import click
 
-from crashsafe.cli.options import db_option, open_db
+from crashsafe.cli.options import db_option, open_db, serve_until_interrupted
 from crashsafe.errors import ConfigError, CrashsafeError
 from crashsafe.store import masked
 
@@ -41,7 +40,6 @@ def ui(
     from crashsafe.console.app import make_app
     from crashsafe.console.guard import Guard
     from crashsafe.console.snapshot import Hub
-    from crashsafe.demo.server import serve
 
     if host not in LOOPBACK and not token:
         raise ConfigError(
@@ -60,27 +58,17 @@ def ui(
     guard = Guard(host=host, token=token)
     app = make_app(hub, guard, read_only=read_only)
 
-    async def main() -> None:
-        try:
-            runner, bound = await serve(app, host=host, port=port)
-        except OSError as exc:
-            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    def announce(bound: int) -> str:
         guard.bound(bound)
         shown = "127.0.0.1" if host in ("127.0.0.1", "localhost") else host
         where = f"http://{f'[{shown}]' if ':' in shown else shown}:{bound}/"
         login = "login?token=... (the token)" if token else ""
         mode = " (read-only)" if read_only else ""
         what = masked(db_url) if hub.has_database else "batch jobs only"
-        click.echo(f"console of {what}{mode}: {where}{login}  metrics: {where}"
-                   "metrics  Ctrl-C stops it.", err=True)  # fmt: skip
-        try:
-            await asyncio.Event().wait()
-        finally:
-            await runner.cleanup()
+        return (f"console of {what}{mode}: {where}{login}  metrics: {where}metrics  "
+                "Ctrl-C stops it.")  # fmt: skip
 
     try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        click.echo("console stopped.", err=True)
+        serve_until_interrupted(app, port, announce=announce, name="console", host=host)
     finally:
         hub.close()

@@ -48,8 +48,12 @@ def crawl_state(
     return "stopped", "pages left, no worker running: run the crawl command to resume"
 
 
-def take(store: Store) -> dict[str, Any]:
-    """One snapshot of every crawl in ``store`` (see the module docstring)."""
+def take(store: Store, groups: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One snapshot of every crawl in ``store`` (see the module docstring). ``groups``
+    keeps each crawl's dead letter by error between snapshots: read again only when the
+    failed count or the failures ever recorded changed (a dead letter of 100 000 URLs is
+    not read every second while nothing fails)."""
+    groups = {} if groups is None else groups
     crawls = []
     for name in store.crawls():
         s = store.stats(name)
@@ -57,7 +61,9 @@ def take(store: Store) -> dict[str, Any]:
         control = store.control(name)
         workers = store.workers(name)
         waiting = [w for w in store.waiting(name) if w.pages]
-        failed = store.failed(name) if s.failed else []
+        mark = (s.failed, s.outcomes.get("failed", 0))
+        if name not in groups or groups[name][0] != mark:
+            groups[name] = (mark, failed_groups(store.failed(name)) if s.failed else [])
         state, why = crawl_state(s.pending, s.leased, s.done, control, workers, len(waiting))
         crawls.append({
             "name": name,
@@ -82,7 +88,7 @@ def take(store: Store) -> dict[str, Any]:
                          "last_seen": iso(w.last_seen)}
                         for w in workers],
             "waiting": [{"origin": w.origin, "pages": w.pages, "why": w.why} for w in waiting],
-            "failed_groups": failed_groups(failed),
+            "failed_groups": groups[name][1],
         })  # fmt: skip
     audit = [
         {"crawl": a.crawl, "action": a.action, "target": a.target, "actor": a.actor,
@@ -124,6 +130,7 @@ class Hub:
 
         self._batches = [BatchWatch(path) for path in checkpoints]
         self.has_database = open_store is not None
+        self._groups: dict[str, Any] = {}  # take()'s dead letters by error, kept
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crashsafe-console")
         self._store: Store | None = None
         self._open = open_store
@@ -152,7 +159,7 @@ class Hub:
                 if self._open is None:  # batch jobs only: no crawl database
                     snap = {"at": iso(time.time()), "crawls": [], "audit": []}
                 else:
-                    snap = await self.call(take)
+                    snap = await self.call(lambda store: take(store, self._groups))
                 snap["batches"] = await self.call(
                     lambda _: [watch.view() for watch in self._batches]
                 )
