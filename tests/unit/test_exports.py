@@ -47,6 +47,11 @@ def test_a_field_named_like_crashsafes_own_is_refused_at_the_yield() -> None:
         _record_row("k", {"_crashsafe_key": "x"}, "src", "http://a/")
 
 
+def test_a_value_that_reads_like_crashsafes_field_name_is_kept() -> None:
+    row = _record_row("k", {"note": '"_crashsafe_key" is a name', "_crashsafe": 1}, "s", "u")
+    assert json.loads(row.data_json)["note"] == '"_crashsafe_key" is a name'
+
+
 def test_json_cannot_tell_a_split_surrogate_pair_and_says_so() -> None:
     split, whole = "\ud83d\ude00", "\U0001f600"
     out = io.StringIO()

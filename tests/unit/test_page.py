@@ -40,6 +40,14 @@ def test_urljoin_agrees_with_the_standard_library(base: str, href: str) -> None:
     assert p.urljoin(href) == urljoin(p.base_url, href.strip())
 
 
+@given(bases, hrefs)
+def test_a_joined_url_joins_to_itself(base: str, href: str) -> None:
+    # A Request of page.follow is joined again when it is stored: from the page's cache.
+    p = page(b"<html></html>", url=base)
+    once = p.urljoin(href)
+    assert p.urljoin(once) == once == urljoin(p.base_url, once)
+
+
 def test_urljoin_honours_the_base_element() -> None:
     p = page(b'<html><head><base href="http://cdn.test/x/"></head></html>')
     assert p.urljoin("/img.png") == "http://cdn.test/img.png"

@@ -1,9 +1,17 @@
-"""The values that cross to the store process survive pickling whole."""
+"""The values that cross to the store process survive pickling whole; a record's JSON
+and hash; the origin of a URL."""
 
 from __future__ import annotations
 
+import collections
+import hashlib
+import json
 import pickle
+from urllib.parse import urlsplit
 
+import pytest
+
+from crashsafe.crawl.politeness import origin_of
 from crashsafe.store import Lease, NewUrl, PageOutcome
 from crashsafe.store.values import RecordRow
 
@@ -17,3 +25,42 @@ def test_store_values_pickle_to_equal_values() -> None:
     for value in (lease, row, outcome, NewUrl("http://a/z")):
         copy = pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         assert copy == value and type(copy) is type(value)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"b": 1, "a": [1.5, 1e16, 1e-05, -0.0, None, True], "c": {"z": "é", "y": "\x00"}},
+        {2: "integer keys", 1: "x"},  # json writes them as text; orjson refuses: json's path
+        {"big": 2**70},  # beyond 64 bits: json's path
+        {"odd": "\udc80"},  # a lone surrogate: json's path, with the exact form kept
+        {"sub": collections.OrderedDict(b=1, a=2)},
+    ],
+)
+def test_a_records_text_reads_back_as_its_data_in_its_own_order(data: dict) -> None:
+    row = RecordRow.build(id="i", source="s", key="k", url=None, data=data)
+    as_json = json.loads(json.dumps(data))  # what JSON can say of it (keys become text)
+    back = json.loads(row.data_json)
+    assert back == as_json and list(back) == list(as_json)
+    if row.data_exact is None:  # (data with surrogates is hashed in its tagged form)
+        canonical = json.dumps(
+            data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+        assert row.content_hash == hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def test_a_records_hash_ignores_the_order_of_its_fields() -> None:
+    one = RecordRow.build(id="i", source="s", key="k", url=None, data={"a": 1, "b": [2.5]})
+    two = RecordRow.build(id="i", source="s", key="k", url=None, data={"b": [2.5], "a": 1})
+    assert one.content_hash == two.content_hash and one.data_json != two.data_json
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://a.test", "https://a.test:8080/x?y#z", "http://a.test?x", "HTTP://A.test/x",
+     "http://[::1]:80/a", "http://a\tb.test/x", " http://a.test/x", "http://u:p@a.test/x",
+     "http:///x", "http://a.test;p/x", "ftp://a/b", "http:a/b"],
+)  # fmt: skip
+def test_origin_of_reads_a_url_as_urlsplit_does(url: str) -> None:
+    parts = urlsplit(url)
+    assert origin_of(url) == f"{parts.scheme}://{parts.netloc}"

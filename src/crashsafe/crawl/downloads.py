@@ -16,8 +16,7 @@ failing itself that way), is stored in the record as ``{"url", "error"}``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -52,15 +51,19 @@ from crashsafe.effects.files import (
 from crashsafe.store import FileRow
 
 
-@contextmanager
-def collecting() -> Iterator[list[File]]:
-    """Note every :class:`File` made inside the block (a spider callback's)."""
-    made: list[File] = []
-    token = wanted.set(made)
-    try:
-        yield made
-    finally:
-        wanted.reset(token)
+class collecting:  # (a class used as a function: ``with collecting() as made``)
+    """Note every :class:`File` made inside the block (a spider callback's). A class, not
+    a generator: it runs around every page's callback."""
+
+    __slots__ = ("made", "token")
+
+    def __enter__(self) -> list[File]:
+        self.made: list[File] = []
+        self.token = wanted.set(self.made)
+        return self.made
+
+    def __exit__(self, *exc: object) -> None:
+        wanted.reset(self.token)
 
 
 def _http(target: str) -> str | None:

@@ -290,6 +290,9 @@ class Crawler:
 
         try:
             assert self._processor is not None
+            if self._tracer is None:
+                await self._page(lease, slot, requested, None)
+                return
             with span(self._tracer, "crawl.page", **{
                 "crawl": self.crawl, "url.full": lease.url, "crashsafe.attempt": lease.attempts + 1,
             }) as page_span:  # fmt: skip

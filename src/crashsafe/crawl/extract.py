@@ -110,6 +110,7 @@ class Rows:
 
 
 SKIPPED_SHOWN = 3
+_META_KEY = '"' + META_PREFIX
 _LINKS = (Request, Link, str)
 
 
@@ -226,14 +227,8 @@ def _record_row(key: Any, data: Any, source: str, url: str, *, is_item: bool = F
             f"({str(key)[:100]}): join its parts into one string"
         )
     key = str(key)
-    if isinstance(data, dict) and any(str(k).startswith(META_PREFIX) for k in data):
-        taken = next(str(k) for k in data if str(k).startswith(META_PREFIX))
-        raise ParseError(
-            f"record {key!r} has a field {taken!r}: fields named {META_PREFIX}* are "
-            "crashsafe's own (exports add them); rename it"
-        )
     try:
-        return RecordRow.build(
+        row = RecordRow.build(
             id=record_id(source, key),
             source=source,
             key=key,
@@ -251,3 +246,12 @@ def _record_row(key: Any, data: Any, source: str, url: str, *, is_item: bool = F
                 "the callback that yields it)"
             )
         raise ParseError(f"record {key!r}: data is not JSON: {exc}{hint}") from exc
+    # A field of crashsafe's own name shows in the JSON (looked for there first: cheap).
+    if isinstance(data, dict) and _META_KEY in row.data_json:
+        taken = next((str(k) for k in data if str(k).startswith(META_PREFIX)), None)
+        if taken is not None:
+            raise ParseError(
+                f"record {key!r} has a field {taken!r}: fields named {META_PREFIX}* are "
+                "crashsafe's own (exports add them); rename it"
+            )
+    return row

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
+#: The scheme and host of a plain http(s) URL (lower-case scheme, no brackets, tabs or
+#: line breaks): what urlsplit would give it, found without splitting the whole URL.
+_ORIGIN = re.compile(r"https?://[^/?#\[\]\t\r\n]*")
+
 
 def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of ``url`` (as urlsplit reads it)."""
+    plain = _ORIGIN.match(url)
+    if plain is not None and (plain.end() == len(url) or url[plain.end()] in "/?#"):
+        return plain.group()
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
 

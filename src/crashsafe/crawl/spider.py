@@ -117,6 +117,7 @@ class Page:
         self.request = request or Request(request_url or url)
         self.request_url = request_url or self.request.url
         self._utf8 = False  # set by ``text`` when the body decoded as UTF-8
+        self._joined: dict[str, str] = {}  # href -> URL, for urljoin
 
     @property
     def meta(self) -> Mapping[str, Any]:
@@ -191,15 +192,22 @@ class Page:
         A malformed ``href`` (``http://[::1``) comes back as it is: the crawl skips and
         counts it when it is followed, instead of failing the page.
         """
-        href = href.strip()
+        joined = self._joined.get(href)
+        if joined is not None:  # (a Request of page.follow is joined again when stored)
+            return joined
+        bare = href.strip()
         # The common case, a plain absolute path (no dot segments, query, fragment or
         # params, which urljoin would normalise), is the origin + href.
-        if _PLAIN_PATH.fullmatch(href) and "/." not in href and self._origin:
-            return self._origin + href
-        try:
-            return urljoin(self.base_url, href)
-        except ValueError:
-            return href
+        if _PLAIN_PATH.fullmatch(bare) and "/." not in bare and self._origin:
+            joined = self._origin + bare
+        else:
+            try:
+                joined = urljoin(self.base_url, bare)
+            except ValueError:
+                return bare
+        # A joined URL joins to itself: remembered too, so joining it again costs nothing.
+        self._joined[href] = self._joined[joined] = joined
+        return joined
 
     def download(self, url: str | None) -> File:
         """A file to download before this page commits: put it in a record's data (it
