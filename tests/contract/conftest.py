@@ -4,6 +4,7 @@ is and how to make a page's commit fail half-way. Every store a test opens share
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator
@@ -24,6 +25,9 @@ class Backend(Protocol):
     def fail_done_mark(self, url: str) -> None:
         """Make marking ``url`` done raise inside the commit transaction."""
 
+    def count(self, table: str) -> int:
+        """The rows of ``table``, counted behind the store's back."""
+
 
 class SQLiteBackend:
     name = "sqlite"
@@ -39,6 +43,10 @@ class SQLiteBackend:
                 f"WHEN NEW.state = 'done' AND NEW.url = '{url}' "
                 "BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
             )
+
+    def count(self, table: str) -> int:
+        with contextlib.closing(sqlite3.connect(self.path)) as db:
+            return int(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
 
 class PostgresBackend:
@@ -58,6 +66,10 @@ class PostgresBackend:
                 f"FOR EACH ROW WHEN (NEW.state = 'done' AND NEW.url = '{url}') "
                 "EXECUTE FUNCTION inject_failure()"
             )
+
+    def count(self, table: str) -> int:
+        with pg.connect(self.url) as db:
+            return int(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -20,6 +21,7 @@ from crashsafe.store import (
     Store,
 )
 from tests.clock import ManualClock
+from tests.contract.conftest import Backend
 
 C = "c"
 HOOK = "http://127.0.0.1:9/hook"
@@ -200,6 +202,74 @@ def test_an_endpoint_gets_its_backlog_and_every_later_event(store: Store) -> Non
     assert store.lease_deliveries(endpoint.id, owner, 10, 60) == []
     assert store.deliveries_due(endpoint.id) is None
     assert store.effect_stats(C).deliveries == {"delivered": 2}
+
+
+def test_events_are_written_once_a_crawl_has_an_endpoint_and_none_is_lost(
+    store: Store, backend: Backend, clock: ManualClock
+) -> None:
+    store.enqueue(C, [NewUrl("http://a/1")])
+    crawl_page(store, "http://a/1", [rec("a", "1"), rec("b", "2")])
+    assert backend.count("outbox") == 0  # no endpoint: the records are not written twice
+    assert store.effect_stats(C).events == 2  # (one per version, written or not)
+    assert [v[:2] for v in store.record_versions(C, "id-a")] == [(1, "record.created")]
+    clock.advance(10)
+    store.recrawl(C)
+    crawl_page(store, "http://a/1", [rec("a", "10"), rec("b", "2")])  # a changes
+    # a's change writes its event, and first the one of the version it leaves.
+    assert [(v, kind, data) for v, kind, _, data in store.record_versions(C, "id-a")] == [
+        (1, "record.created", {"price": "1"}),
+        (2, "record.updated", {"price": "10"}),
+    ]
+    assert backend.count("outbox") == 2
+
+    endpoint = store.endpoint(C, HOOK)  # the first: b's event is written with it
+    assert backend.count("outbox") == 3
+    owner = store.register_worker()
+    leased = store.lease_deliveries(endpoint.id, owner, 10, 60)
+    assert sorted((d.record_id, d.version, d.type, json.loads(d.data)) for d in leased) == [
+        ("id-a", 1, "record.created", {"price": "1"}),
+        ("id-a", 2, "record.updated", {"price": "10"}),
+        ("id-b", 1, "record.created", {"price": "2"}),
+    ]
+    store.enqueue(C, [NewUrl("http://a/2")])
+    crawl_page(store, "http://a/2", [rec("c", "3")])  # with an endpoint: written at once
+    assert [
+        (d.record_id, d.version) for d in store.lease_deliveries(endpoint.id, owner, 10, 60)
+    ] == [("id-c", 1)]
+    assert store.effect_stats(C).events == backend.count("outbox") == 4
+    store.endpoint(C, f"{HOOK}/2")  # a second endpoint finds every event written
+    assert backend.count("outbox") == 4
+
+
+def test_a_first_endpoint_added_while_pages_commit_misses_no_event(
+    open_stores: Callable[[], Store], backend: Backend
+) -> None:
+    # Pages commit on one connection while another adds the crawl's first endpoint: each
+    # record's event is written once, by the commit or with the endpoint, and reaches it.
+    pages = 150
+    writer, adder = open_stores(), open_stores()
+    writer.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(pages)])
+    owner = writer.register_worker()
+    added: list[int] = []
+
+    def commit_all() -> None:
+        for _ in range(pages):
+            [lease] = writer.lease(C, owner, 1, 60)
+            page = PageOutcome(lease, "done", 200, records=[rec(lease.url, "1")])
+            assert writer.commit_pages(C, [page]) == [None]
+            if len(added) == 0 and lease.url.endswith("/40"):
+                started.set()
+
+    started = threading.Event()
+    thread = threading.Thread(target=commit_all)
+    thread.start()
+    assert started.wait(60)
+    added.append(adder.endpoint(C, HOOK).id)  # while the writer goes on
+    thread.join(120)
+    assert not thread.is_alive()
+    assert backend.count("outbox") == pages
+    leased = adder.lease_deliveries(added[0], adder.register_worker(), 1000, 60)
+    assert sorted(d.record_id for d in leased) == sorted(f"id-http://a/{i}" for i in range(pages))
 
 
 def test_deliveries_are_leased_and_answers_fenced(

@@ -151,6 +151,9 @@ class SQLEffects(SQLBase):
                 if found:
                     [(id_, disabled_at, why)] = found
                     return Endpoint(int(id_), crawl, url, disabled_at, why)
+                # (events are written only while a crawl has an endpoint: the missing
+                # ones first, before the fan-out to an endpoint can happen)
+                tx.run("write_missing_events", p)
                 id_ = first(tx.rows("add_endpoint", p))
                 tx.run("add_backlog", {"endpoint": id_, "crawl": crawl})
                 return Endpoint(int(id_), crawl, url, None, None)

@@ -533,7 +533,7 @@ SELECT
                        AND first_seen < (SELECT at FROM last_pass)),
     (SELECT count(*) FROM files WHERE crawl = %(crawl)s),
     (SELECT coalesce(sum(size), 0)::bigint FROM files WHERE crawl = %(crawl)s),
-    (SELECT count(*) FROM outbox WHERE crawl = %(crawl)s)
+    coalesce(sum(version), 0)::bigint  -- events: one per version (0007: not all written yet)
 FROM records WHERE crawl = %(crawl)s;
 
 -- name: count_deliveries
@@ -587,6 +587,16 @@ LOCK TABLE outbox IN SHARE ROW EXCLUSIVE MODE;
 -- name: add_endpoint
 INSERT INTO endpoints (crawl, url, added_at)
 VALUES (%(crawl)s, %(url)s, crashsafe_now(%(now)s)) RETURNING id;
+
+-- name: write_missing_events
+-- Before a crawl's first endpoint: the events of records made while it had none (each
+-- still at version 1: every later version wrote its own), in the order they were made.
+INSERT INTO outbox (crawl, record_id, version, type, url, data, at)
+SELECT r.crawl, r.id, 1, 'record.created', r.url, r.data, r.first_seen FROM records r
+WHERE r.crawl = %(crawl)s AND r.version = 1
+  AND NOT EXISTS (SELECT 1 FROM outbox o
+                  WHERE o.crawl = r.crawl AND o.record_id = r.id AND o.version = 1)
+ORDER BY r.first_seen, r.id;
 
 -- name: add_backlog
 INSERT INTO deliveries (endpoint, event)
@@ -799,8 +809,17 @@ WHERE id = ANY(%(ids)s::bigint[]) AND state = 'leased'
 SELECT EXISTS (SELECT 1 FROM frontier WHERE crawl = %(crawl)s AND origin = %(origin)s);
 
 -- name: record_versions
-SELECT version, type, extract(epoch FROM at)::float8, data::text FROM outbox
-WHERE crawl = %(crawl)s AND record_id = %(id)s ORDER BY version, id LIMIT %(limit)s;
+-- A record still at version 1 made while its crawl had no endpoint has no event: its
+-- row is that version.
+SELECT version, type, extract(epoch FROM at)::float8, data::text FROM (
+    SELECT version, type, at, data, id FROM outbox
+    WHERE crawl = %(crawl)s AND record_id = %(id)s
+    UNION ALL
+    SELECT 1, 'record.created', first_seen, data, 0 FROM records r
+    WHERE crawl = %(crawl)s AND id = %(id)s AND version = 1
+      AND NOT EXISTS (SELECT 1 FROM outbox
+                      WHERE crawl = %(crawl)s AND record_id = %(id)s AND version = 1)
+) AS versions ORDER BY version, id LIMIT %(limit)s;
 
 -- name: deliveries_by_endpoint
 SELECT e.url, d.state, count(*) FROM deliveries d JOIN endpoints e ON e.id = d.endpoint

@@ -394,7 +394,7 @@ SELECT
                                          WHERE crawl = :crawl)),
     (SELECT count(*) FROM files WHERE crawl = :crawl),
     (SELECT coalesce(sum(size), 0) FROM files WHERE crawl = :crawl),
-    (SELECT count(*) FROM outbox WHERE crawl = :crawl)
+    coalesce(sum(version), 0)  -- events: one per version (0009: not all written yet)
 FROM records WHERE crawl = :crawl;
 
 -- name: count_deliveries
@@ -441,6 +441,16 @@ SELECT 1;
 
 -- name: add_endpoint
 INSERT INTO endpoints (crawl, url, added_at) VALUES (:crawl, :url, :now) RETURNING id;
+
+-- name: write_missing_events
+-- Before a crawl's first endpoint: the events of records made while it had none (each
+-- still at version 1: every later version wrote its own), in the order they were made.
+INSERT INTO outbox (crawl, record_id, version, type, url, data, at)
+SELECT r.crawl, r.id, 1, 'record.created', r.url, r.data, r.first_seen FROM records r
+WHERE r.crawl = :crawl AND r.version = 1
+  AND NOT EXISTS (SELECT 1 FROM outbox o
+                  WHERE o.crawl = r.crawl AND o.record_id = r.id AND o.version = 1)
+ORDER BY r.first_seen, r.id;
 
 -- name: add_backlog
 INSERT INTO deliveries (endpoint, event)
@@ -629,8 +639,16 @@ SELECT EXISTS (SELECT 1 FROM frontier
                WHERE crawl = :crawl AND url >= :low AND url < :high);
 
 -- name: record_versions
-SELECT version, type, at, data FROM outbox
-WHERE crawl = :crawl AND record_id = :id ORDER BY version, id LIMIT :limit;
+-- A record still at version 1 made while its crawl had no endpoint has no event: its
+-- row is that version.
+SELECT version, type, at, data FROM (
+    SELECT version, type, at, data, id FROM outbox WHERE crawl = :crawl AND record_id = :id
+    UNION ALL
+    SELECT 1, 'record.created', first_seen, data, 0 FROM records r
+    WHERE crawl = :crawl AND id = :id AND version = 1
+      AND NOT EXISTS (SELECT 1 FROM outbox
+                      WHERE crawl = :crawl AND record_id = :id AND version = 1)
+) ORDER BY version, id LIMIT :limit;
 
 -- name: deliveries_by_endpoint
 SELECT e.url, d.state, count(*) FROM deliveries d JOIN endpoints e ON e.id = d.endpoint
