@@ -12,7 +12,6 @@ from collections.abc import Iterable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import idna
-from w3lib.url import canonicalize_url
 
 __all__ = [
     "DEFAULT_STRIP_PARAMS",
@@ -113,5 +112,7 @@ def canonical_url(url: str, *, strip_params: Iterable[str] = DEFAULT_STRIP_PARAM
             if k.lower() not in exact and not k.lower().startswith(prefixes)
         ]
         query = urlencode(kept)
+    from w3lib.url import canonicalize_url  # (imported when first needed: 20 ms a start)
+
     result: str = canonicalize_url(urlunsplit((scheme, netloc, parts.path, query, "")))
     return result

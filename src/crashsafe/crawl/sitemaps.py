@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from lxml import etree
 from protego import Protego
 
 from crashsafe.errors import CrashsafeError
@@ -141,6 +140,8 @@ def _read_text(body: bytes, max_entries: int) -> Sitemap:
 
 
 def _read_xml(body: bytes, max_entries: int) -> Sitemap:
+    from lxml import etree  # (here: a crawl that reads no sitemap need not wait for it)
+
     parser = etree.XMLPullParser(events=("start", "end"), recover=True, **_SAFE_XML)
     root: Any = None
     kind: Literal["urlset", "sitemapindex"] = "urlset"
@@ -184,6 +185,8 @@ def _entry(element: Any) -> SitemapEntry | None:
     loc: str | None = None
     lastmod: str | None = None
     alternates: list[str] = []
+    from lxml import etree
+
     for child in element:
         if not isinstance(child.tag, str):
             continue  # comments, processing instructions, unresolved entities

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from importlib.resources import files
+from pathlib import Path
+
+#: The SQL beside this module (a plain folder: importlib.resources would import zipfile
+#: and more for it, on every start).
+SQL = Path(__file__).with_name("sql")
 
 
 def load_queries(dialect: str) -> dict[str, str]:
     """Return ``{name: sql}`` for ``dialect``."""
-    text = files("crashsafe.store").joinpath("sql", dialect, "queries.sql").read_text("utf-8")
+    text = (SQL / dialect / "queries.sql").read_text("utf-8")
     queries: dict[str, str] = {}
     name: str | None = None
     lines: list[str] = []
@@ -25,7 +29,7 @@ def load_queries(dialect: str) -> dict[str, str]:
 
 def load_migrations(dialect: str) -> list[tuple[int, str]]:
     """Return ``[(version, sql)]`` from ``sql/<dialect>/NNNN_*.sql`` in order."""
-    folder = files("crashsafe.store").joinpath("sql", dialect)
+    folder = SQL / dialect
     found = []
     for entry in folder.iterdir():
         stem = entry.name.split("_", 1)[0]
