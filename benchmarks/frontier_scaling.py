@@ -12,6 +12,11 @@
 2. Crawls: ``crashsafe crawl --workers 1`` and ``--workers 4`` on the demo shop at
    ``--latency-ms``, pages per second from the shop's own count.
 
+``--held-snapshot MINUTES`` measures instead what a long transaction does to PostgreSQL's
+claims (it holds back vacuum: a ``SKIP LOCKED`` queue's known failure): the store alone
+with 4 workers for MINUTES, without and then with a transaction holding its snapshot the
+whole time, pages per second in every 30 s.
+
 Each figure is the median of ``--repeat`` runs; SQLite and PostgreSQL alternate within a
 repeat. PostgreSQL runs each measurement in a schema of its own, dropped afterwards.
 """
@@ -99,6 +104,43 @@ def span_rate(url: str) -> tuple[int, float]:
     return n, n / max(last - first, 1e-3)
 
 
+def windows(url: str, width: float) -> list[int]:
+    """Pages done in each ``width``-second window from the first commit (PostgreSQL)."""
+    import psycopg
+
+    from crashsafe.store.postgres_urls import split_url
+
+    conninfo, schema = split_url(url)
+    with psycopg.connect(conninfo, options=f"-c search_path={schema}") as db:
+        rows = db.execute(
+            "WITH d AS (SELECT extract(epoch FROM done_at)::float8 AS t FROM frontier "
+            "WHERE state = 'done') SELECT floor((t - (SELECT min(t) FROM d)) / %s)::int AS w, "
+            "count(*) FROM d GROUP BY w ORDER BY w",
+            (width,),
+        ).fetchall()
+    found = dict(rows)
+    return [found.get(w, 0) for w in range(max(found) + 1)] if found else []
+
+
+class HeldSnapshot:
+    """A transaction that holds a snapshot open (as a long report or an idle-in-transaction
+    session does): PostgreSQL cannot remove any row version that died after it began."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        from crashsafe.store.postgres_urls import split_url
+
+        conninfo, _ = split_url(url)
+        self.db = psycopg.connect(conninfo)
+        self.db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        self.db.execute("SELECT txid_current()")  # (an xid too: vacuum's horizon stays)
+
+    def close(self) -> None:
+        self.db.rollback()
+        self.db.close()
+
+
 def measure_store(url: str, workers: int, seconds: float, batch: int, urls: int) -> float:
     store = open_store(url)
     store.enqueue(CRAWL, [NewUrl(f"http://shop.test/p/{i}") for i in range(urls)])
@@ -142,6 +184,34 @@ def measure_crawl(db: str, workers: int, pages: int, latency_ms: float) -> float
         return int(shop.stats()["requests"]) / elapsed
 
 
+def held_snapshot(pg: str, seconds: float, batch: int, workers: int = 4) -> None:
+    """A ``SKIP LOCKED`` queue's known failure, measured: while one transaction holds an
+    old snapshot, no row version that died since can be removed, and every claim walks
+    past the index entries of all the pages claimed since. Same run, without then with."""
+    width = 30.0
+    rows = {}
+    for hold in (False, True):
+        url = fresh_url("postgres", pg, int(time.time()), Path("."))
+        held = None
+        try:
+            urls = int(4_000 * seconds * workers / 4)  # more than 4 workers claim here
+            store = open_store(url)
+            store.close()
+            held = HeldSnapshot(url) if hold else None
+            rate = measure_store(url, workers, seconds, batch, urls)
+            rows[hold] = (rate, [n / width for n in windows(url, width)])
+        finally:
+            if held is not None:
+                held.close()
+            drop(url)
+        print(f"  {'with' if hold else 'without'} a held snapshot: {rate:,.0f} pages/s", flush=True)
+    print(f"\nPostgreSQL, store alone, {workers} workers, batches of {batch}, "
+          f"{seconds / 60:g} minutes: pages/s in each {width:g} s")  # fmt: skip
+    for hold, (rate, per) in rows.items():
+        name = "held snapshot" if hold else "no snapshot held"
+        print(f"{name:>17}  overall {rate:>7,.0f}  " + " ".join(f"{x:,.0f}" for x in per))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
@@ -153,7 +223,15 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--skip-crawl", action="store_true")
     parser.add_argument("--backends", nargs="+", default=["sqlite", "postgres"])
+    parser.add_argument(
+        "--held-snapshot", type=float, default=0.0, metavar="MINUTES",
+        help="instead: PostgreSQL's store alone with 4 workers for MINUTES, without and "
+        "then with a transaction that holds back vacuum all along; pages/s per 30 s",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.held_snapshot:
+        held_snapshot(args.pg, args.held_snapshot * 60, args.batch)
+        return
     backends = args.backends
     store_rates: dict[tuple[str, int], list[float]] = {}
     crawl_rates: dict[tuple[str, int], list[float]] = {}

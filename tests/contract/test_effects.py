@@ -239,6 +239,14 @@ def test_events_are_written_once_a_crawl_has_an_endpoint_and_none_is_lost(
     assert store.effect_stats(C).events == backend.count("outbox") == 4
     store.endpoint(C, f"{HOOK}/2")  # a second endpoint finds every event written
     assert backend.count("outbox") == 4
+    # c changes: its version 1 had its event already (written with it): not again.
+    clock.advance(10)
+    store.recrawl(C)
+    crawl_page(store, "http://a/2", [rec("c", "30")])
+    assert [v[:2] for v in store.record_versions(C, "id-c")] == [
+        (1, "record.created"), (2, "record.updated"),
+    ]  # fmt: skip
+    assert store.effect_stats(C).events == backend.count("outbox") == 5
 
 
 def test_a_first_endpoint_added_while_pages_commit_misses_no_event(

@@ -27,6 +27,12 @@ def test_store_values_pickle_to_equal_values() -> None:
         assert copy == value and type(copy) is type(value)
 
 
+def moved() -> collections.OrderedDict[str, int]:
+    ordered = collections.OrderedDict(a=1, b=2)
+    ordered.move_to_end("a")
+    return ordered
+
+
 @pytest.mark.parametrize(
     "data",
     [
@@ -35,6 +41,7 @@ def test_store_values_pickle_to_equal_values() -> None:
         {"big": 2**70},  # beyond 64 bits: json's path
         {"odd": "\udc80"},  # a lone surrogate: json's path, with the exact form kept
         {"sub": collections.OrderedDict(b=1, a=2)},
+        {"moved": moved()},  # an OrderedDict whose order is not its dict's: json's path
     ],
 )
 def test_a_records_text_reads_back_as_its_data_in_its_own_order(data: dict) -> None:
@@ -59,8 +66,13 @@ def test_a_records_hash_ignores_the_order_of_its_fields() -> None:
     "url",
     ["http://a.test", "https://a.test:8080/x?y#z", "http://a.test?x", "HTTP://A.test/x",
      "http://[::1]:80/a", "http://a\tb.test/x", " http://a.test/x", "http://u:p@a.test/x",
-     "http:///x", "http://a.test;p/x", "ftp://a/b", "http:a/b"],
+     "http:///x", "http://a.test;p/x", "ftp://a/b", "http:a/b", "http://a\uff03b/x"],
 )  # fmt: skip
 def test_origin_of_reads_a_url_as_urlsplit_does(url: str) -> None:
-    parts = urlsplit(url)
-    assert origin_of(url) == f"{parts.scheme}://{parts.netloc}"
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # (a host NFKC would change)
+        with pytest.raises(ValueError, match=str(exc)[:20]):
+            origin_of(url)
+    else:
+        assert origin_of(url) == f"{parts.scheme}://{parts.netloc}"

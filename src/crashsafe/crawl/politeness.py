@@ -18,7 +18,9 @@ def origin_of(url: str) -> str:
     """``scheme://host[:port]`` of ``url`` (as urlsplit reads it)."""
     plain = _ORIGIN.match(url)
     if plain is not None and (plain.end() == len(url) or url[plain.end()] in "/?#"):
-        return plain.group()
+        origin = plain.group()
+        if origin.isascii():  # (urlsplit refuses some other hosts: it says which)
+            return origin
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
 

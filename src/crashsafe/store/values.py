@@ -78,11 +78,13 @@ def exact_json(data: Any, *, sort_keys: bool = True) -> str:
 
 def _as_given(data: dict[Any, Any]) -> str:
     """``data`` as JSON in its own key order, for storing (the hash is of the canonical
-    form): orjson's, a fifth of the cost, when it takes the data as json does (string keys,
-    valid UTF-8, 64-bit integers), else :func:`exact_json`'s. The two may write a float
-    differently (``1e16``, ``1e+16``); both read back as the same number."""
+    form): orjson's, a fifth of the cost, when it takes the data as json does (plain
+    dicts, lists, strings and numbers: string keys, valid UTF-8, 64-bit integers), else
+    :func:`exact_json`'s (subclasses too: an OrderedDict's order is its own, which orjson
+    would not read). The two may write a float differently (``1e16``, ``1e+16``); both
+    read back as the same number."""
     try:
-        return orjson.dumps(data).decode()
+        return orjson.dumps(data, option=orjson.OPT_PASSTHROUGH_SUBCLASS).decode()
     except TypeError:  # (orjson.JSONEncodeError is one)
         return exact_json(data, sort_keys=False)
 

@@ -3,17 +3,15 @@
 -- nothing is lost).
 --
 -- A page commit and the addition of a crawl's first endpoint must not miss each other:
--- the trigger takes the outbox's ROW EXCLUSIVE lock before it reads the endpoints (as an
--- insert into the outbox would), and add_endpoint holds SHARE ROW EXCLUSIVE while it
--- writes the missing events and adds the endpoint. So a commit either reads the endpoint
--- (its lock waited for add_endpoint to commit; at READ COMMITTED each statement of the
--- function reads what is committed when it starts) or commits before add_endpoint reads
--- the records.
+-- add_endpoint locks the records table against writers (SHARE ROW EXCLUSIVE: it waits
+-- for the commits writing records now, and holds new ones back) while it writes the
+-- missing events and adds the endpoint. Every commit that writes a record either ended
+-- before (its records are then seen and their events written) or starts its write after
+-- (at READ COMMITTED its statement, and this function's query, then read the endpoint).
 CREATE OR REPLACE FUNCTION crashsafe_record_event() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    LOCK TABLE outbox IN ROW EXCLUSIVE MODE;
     IF TG_OP = 'INSERT' THEN
         IF NOT EXISTS (SELECT 1 FROM endpoints WHERE crawl = NEW.crawl) THEN
             RETURN NULL;

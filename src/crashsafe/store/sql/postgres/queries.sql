@@ -533,7 +533,11 @@ SELECT
                        AND first_seen < (SELECT at FROM last_pass)),
     (SELECT count(*) FROM files WHERE crawl = %(crawl)s),
     (SELECT coalesce(sum(size), 0)::bigint FROM files WHERE crawl = %(crawl)s),
-    coalesce(sum(version), 0)::bigint  -- events: one per version (0007: not all written yet)
+    -- events: once the crawl has an endpoint every one is written (counted, so a missing
+    -- or doubled one shows); before, one per version (not all written yet: 0007)
+    CASE WHEN EXISTS (SELECT 1 FROM endpoints WHERE crawl = %(crawl)s)
+         THEN (SELECT count(*) FROM outbox WHERE crawl = %(crawl)s)
+         ELSE coalesce(sum(version), 0)::bigint END
 FROM records WHERE crawl = %(crawl)s;
 
 -- name: count_deliveries
@@ -580,9 +584,10 @@ SELECT id, extract(epoch FROM disabled_at)::float8, disabled_why FROM endpoints
 WHERE crawl = %(crawl)s AND url = %(url)s;
 
 -- name: lock_outbox
--- Waits for the page commits writing events now, and keeps new ones out until the
--- endpoint and its backlog commit: no event is missed between the two.
-LOCK TABLE outbox IN SHARE ROW EXCLUSIVE MODE;
+-- Waits for the page commits writing records (and so events) now, and keeps new ones out
+-- until the endpoint, the events not yet written and its backlog commit: no event is
+-- missed between the two (0007_events_when_needed.sql).
+LOCK TABLE records, outbox IN SHARE ROW EXCLUSIVE MODE;
 
 -- name: add_endpoint
 INSERT INTO endpoints (crawl, url, added_at)

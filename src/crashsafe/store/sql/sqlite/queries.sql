@@ -394,7 +394,11 @@ SELECT
                                          WHERE crawl = :crawl)),
     (SELECT count(*) FROM files WHERE crawl = :crawl),
     (SELECT coalesce(sum(size), 0) FROM files WHERE crawl = :crawl),
-    coalesce(sum(version), 0)  -- events: one per version (0009: not all written yet)
+    -- events: once the crawl has an endpoint every one is written (counted, so a missing
+    -- or doubled one shows); before, one per version (not all written yet: 0009)
+    CASE WHEN EXISTS (SELECT 1 FROM endpoints WHERE crawl = :crawl)
+         THEN (SELECT count(*) FROM outbox WHERE crawl = :crawl)
+         ELSE coalesce(sum(version), 0) END
 FROM records WHERE crawl = :crawl;
 
 -- name: count_deliveries
