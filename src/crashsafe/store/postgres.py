@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from crashsafe.errors import ConfigError, SchemaError, StoreError
 from crashsafe.store import masked
 from crashsafe.store.core import SQLStore
+from crashsafe.store.postgres_cursors import ClaimCursors
 from crashsafe.store.postgres_urls import options_of
 from crashsafe.store.postgres_urls import why as _why
 from crashsafe.store.queries import load_migrations, load_queries
@@ -76,6 +77,17 @@ class _Unreachable(Exception):
     """The server cannot be reached again yet (while reconnecting)."""
 
 
+def _claim_after(p: Params, cursors: dict[int, int]) -> tuple[str, Params]:
+    """``claim_after`` with one ``claim_after_band`` per priority, and its parameters."""
+    arms, q = [], dict(p)
+    for n, band in enumerate(sorted(cursors, reverse=True)):
+        arm = Q["claim_after_band"].replace("%(band)s", f"%(band{n})s")
+        arms.append(f"band{n} AS ({arm.replace('%(after)s', f'%(after{n})s')})")
+        q[f"band{n}"], q[f"after{n}"] = band, cursors[band]
+    union = " UNION ALL ".join(f"SELECT id, priority FROM band{n}" for n in range(len(arms)))
+    return Q["claim_after"].replace("/*bands*/", ",\n".join([*arms, f"fresh AS ({union})"])), q
+
+
 class _Tx:
     """A transaction on the store's connection, running its named queries."""
 
@@ -92,6 +104,12 @@ class _Tx:
     def run(self, name: str, params: Params) -> int:
         self.cur.execute(Q[name], params)
         return self.cur.rowcount
+
+    def unprepared(self, sql: str, params: Params) -> list[tuple[Any, ...]]:
+        """Rows of ``sql`` planned with these values (never a generic plan)."""
+        cur = self.conn.cursor()  # its own (in a pipeline: its results are waited for)
+        cur.execute(sql, params, prepare=False)
+        return cur.fetchall()
 
     def many(self, name: str, rows: Sequence[Params]) -> int:
         """One statement for all ``rows``: the query reads each parameter as an array of
@@ -156,6 +174,7 @@ class PostgresStore(SQLStore):
         self._readonly = readonly
         self._given_up_at: float | None = None  # a call gave up reconnecting, lost since
         self._worker_id: int | None = None
+        self._cursors = ClaimCursors(clock or time.time)  # where this worker's claims resume
         self._conn = self._connect()
         try:
             if readonly or not create:
@@ -256,6 +275,9 @@ class PostgresStore(SQLStore):
 
     @contextmanager
     def _write(self) -> Iterator[_Tx]:
+        # Any write but a page commit's may put URLs behind this worker's claim cursors (a
+        # release, a retry queued, a requeue): its next claim looks from the start.
+        self._cursors.invalidate()
         with self._conn.transaction():
             yield _Tx(self._conn)
 
@@ -398,16 +420,56 @@ class PostgresStore(SQLStore):
         lease_seconds: float,
         politeness: Politeness | None = None,
     ) -> tuple[list[str | None], list[Lease]]:
-        result = super().commit_and_lease(
-            crawl, outcomes, owner=owner, limit=limit, lease_seconds=lease_seconds,
-            politeness=politeness,
-        )  # fmt: skip
+        if any(p.kind in ("retry", "deferred") for p in outcomes):
+            self._cursors.invalidate()  # (URLs pending again, behind the cursors)
+        try:
+            result = super().commit_and_lease(
+                crawl, outcomes, owner=owner, limit=limit, lease_seconds=lease_seconds,
+                politeness=politeness,
+            )  # fmt: skip
+        except BaseException:
+            self._cursors.rolled_back()
+            raise
+        self._cursors.committed()
+        self._cursors.learned(crawl, {u.priority for p in outcomes for u in p.links})
         self._note_links(sum(len(p.links) for p in outcomes))
         return result
 
+    def lease(
+        self,
+        crawl: str,
+        owner: str,
+        limit: int,
+        lease_seconds: float,
+        *,
+        politeness: Politeness | None = None,
+    ) -> list[Lease]:
+        try:
+            leases = super().lease(crawl, owner, limit, lease_seconds, politeness=politeness)
+        except BaseException:
+            self._cursors.rolled_back()
+            raise
+        self._cursors.committed()
+        return leases
+
     # -- claims ----------------------------------------------------------------------------
     def _claim_due(self, tx: Tx, p: Params) -> list[Claimed]:
-        return tx.rows("claim_due", p)
+        """The plain claim, or one from this worker's cursors (``postgres_cursors.py``),
+        topped up by the plain one when it comes up short."""
+        crawl = p["crawl"]
+        rows: list[Claimed] = []
+        cursors = self._cursors.usable(crawl)
+        if cursors is not None:
+            assert isinstance(tx, _Tx)
+            rows = tx.unprepared(*_claim_after(p, cursors))
+            self._cursors.granted(crawl, rows)
+            if len(rows) >= p["limit"]:
+                return rows
+            p = {**p, "limit": p["limit"] - len(rows)}
+        self._cursors.rescanned(crawl)
+        more = tx.rows("claim_due", p)
+        self._cursors.granted(crawl, more)
+        return rows + more
 
     def _claim_ids(self, tx: Tx, p: Params, ids: list[int]) -> list[Claimed]:
         return tx.rows("claim_ids", {**p, "ids": ids})

@@ -55,6 +55,47 @@ WHERE f.id = ANY((SELECT ids FROM picked)::bigint[]) AND f.id = g.frontier_id
 RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, f.request, g.id,
           (SELECT version FROM cookie_jars WHERE crawl = %(crawl)s);
 
+-- name: claim_after
+-- claim_due for a worker that knows where it stopped (store/postgres_cursors.py): in each
+-- priority it knows, the pending URLs after the last one it was granted there. The index
+-- entries of the URLs claimed before are not walked again: while a long transaction holds
+-- back vacuum, claim_due walks past every one of them (a SKIP LOCKED queue's known
+-- failure), this reads about what it grants. What lies behind a cursor (a retry, a URL
+-- given back, another priority) waits for the next claim_due, at most a few seconds.
+-- /*bands*/ becomes one claim_after_band per priority (band0 AS (...), ...) and fresh,
+-- their union; each is planned with its values (not prepared: a generic plan does not
+-- know that a priority is rare, and walked the primary key past every later URL of the
+-- table instead).
+WITH /*bands*/, picked AS (
+    SELECT coalesce(array_agg(id), '{}') AS ids
+    FROM (SELECT id FROM fresh
+          WHERE NOT EXISTS (SELECT 1 FROM controls
+                            WHERE crawl = %(crawl)s
+                              AND (paused_at IS NOT NULL OR origins_paused > 0))
+          ORDER BY priority DESC, id
+          LIMIT %(limit)s) AS taken
+), granted AS (
+    INSERT INTO lease_grants (crawl, frontier_id, owner, granted_at)
+    SELECT %(crawl)s, unnest(ids), %(owner)s, crashsafe_now(%(now)s) FROM picked
+    RETURNING id, frontier_id
+)
+UPDATE frontier f
+SET state = 'leased', lease_owner = %(owner)s, grant_id = g.id,
+    lease_expires = crashsafe_now(%(now)s) + make_interval(secs => %(lease_seconds)s::float8),
+    attempts = f.attempts + (f.state = 'leased')::int
+FROM granted g
+WHERE f.id = ANY((SELECT ids FROM picked)::bigint[]) AND f.id = g.frontier_id
+RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, f.request, g.id,
+          (SELECT version FROM cookie_jars WHERE crawl = %(crawl)s);
+
+-- name: claim_after_band
+SELECT id, priority FROM frontier
+WHERE crawl = %(crawl)s AND state = 'pending' AND priority = %(band)s
+  AND id > %(after)s AND next_attempt_at <= crashsafe_now(%(now)s)
+ORDER BY priority DESC, id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+
 -- name: claim_ids
 -- The URLs a polite claim chose (already locked by its claim_candidates).
 WITH picked AS (

@@ -1,0 +1,80 @@
+"""Where a PostgreSQL worker's claims resume: a cursor per priority.
+
+A ``FOR UPDATE SKIP LOCKED`` claim walks the pending index from its start. Each URL it
+granted left an index entry behind (its row's old version), which PostgreSQL removes
+only once no transaction can still see it: while one long transaction (a report, a
+session left idle in a transaction) holds back vacuum, every claim walks past all the
+entries of the URLs claimed since, and claims slow down as the crawl goes on (measured:
+``benchmarks/frontier_scaling.py --held-snapshot``). So a worker remembers, per
+priority, the last URL it was granted, and its next claims start there (``claim_after``):
+new URLs get larger ids, so they lie ahead.
+
+What lies behind a cursor is found by the plain claim (``claim_due``), which the worker
+runs when it has no cursors yet, when a claim from the cursors comes up short (then for
+the rest), every ``RESCAN_SECONDS`` of the store's clock (URLs given back or retried, by
+any worker, a priority it has not seen, lapsed leases), after any write of its own other
+than a page commit (a release, a retry queued: ``invalidate``), and always in a crawl of
+more than ``MAX_BANDS`` priorities.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+RESCAN_SECONDS = 2.0
+MAX_BANDS = 8  # priorities with a cursor each; a crawl with more claims the plain way
+
+
+class ClaimCursors:
+    """One worker's cursors, per crawl: priority -> the largest id granted in it."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._bands: dict[str, dict[int, int]] = {}
+        self._rescan_at: dict[str, float] = {}
+        self._granted: list[tuple[str, list[tuple[int, int]]]] = []  # not yet committed
+
+    def usable(self, crawl: str) -> dict[int, int] | None:
+        """The cursors to claim from, or None when the plain claim is due."""
+        bands = self._bands.get(crawl)
+        if not bands or len(bands) > MAX_BANDS or self._clock() >= self._rescan_at.get(crawl, 0.0):
+            return None
+        return bands
+
+    def rescanned(self, crawl: str) -> None:
+        """A plain claim ran (in the transaction under way): the cursors start afresh."""
+        self._bands[crawl] = {}
+        self._rescan_at[crawl] = self._clock() + RESCAN_SECONDS
+
+    def granted(self, crawl: str, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Note the (id, ..., priority at [5], ...) rows a claim granted: they move the
+        cursors once the transaction commits (``committed``)."""
+        self._granted.append((crawl, [(int(r[5]), int(r[0])) for r in rows]))
+
+    def learned(self, crawl: str, priorities: Iterable[int]) -> None:
+        """Priorities of URLs this worker just added. A new one's cursor is the largest id
+        this worker was granted: URLs added since have larger ids (the few added by
+        others before wait for the next plain claim)."""
+        bands = self._bands.get(crawl)
+        if bands:
+            newest = max(bands.values())
+            for priority in priorities:
+                bands.setdefault(priority, newest)
+
+    def committed(self) -> None:
+        for crawl, rows in self._granted:
+            bands = self._bands.setdefault(crawl, {})
+            for priority, id_ in rows:
+                if id_ > bands.get(priority, 0):
+                    bands[priority] = id_
+        self._granted.clear()
+
+    def rolled_back(self) -> None:
+        self._granted.clear()
+
+    def invalidate(self) -> None:
+        """Something this worker wrote may have put URLs behind its cursors."""
+        self._bands.clear()
+        self._rescan_at.clear()
+        self._granted.clear()

@@ -1,0 +1,130 @@
+"""PostgreSQL's claim cursors (store/postgres_cursors.py): a worker's claims resume where
+it stopped, so a long transaction holding back vacuum does not make every claim walk past
+the URLs claimed before; and nothing behind a cursor is lost or waits for long."""
+
+from __future__ import annotations
+
+from crashsafe.store import NewUrl, PageOutcome, RecordRow, open_store
+from crashsafe.store.postgres import _claim_after
+from crashsafe.store.postgres_cursors import RESCAN_SECONDS
+from crashsafe.store.queries import load_queries
+from tests import pg
+from tests.clock import ManualClock
+
+C = "c"
+
+
+def done(leases: list, n: int = 0) -> list[PageOutcome]:  # type: ignore[type-arg]
+    return [
+        PageOutcome(x, "done", 200, records=[RecordRow.build(
+            id=f"id-{x.frontier_id}", source="s", key=str(x.frontier_id), url=None, data={},
+        )])
+        for x in leases
+    ]  # fmt: skip
+
+
+def test_urls_behind_a_workers_cursor_are_claimed_once_it_looks_again(pg_url: str) -> None:
+    clock = ManualClock()
+    a, b = open_store(pg_url, clock=clock), open_store(pg_url, clock=clock)
+    try:
+        a.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(40)])
+        owner_a, owner_b = a.register_worker(C), b.register_worker(C)
+        first = a.lease(C, owner_a, 4, 600)  # /0-/3, a plain claim
+        [given_back] = b.lease(C, owner_b, 1, 600)  # /4
+        _, leases = a.commit_and_lease(C, done(first), owner=owner_a, limit=4, lease_seconds=600)
+        assert [x.url for x in leases] == [f"http://a/{i}" for i in range(5, 9)]  # cursor
+        b.release(C, [(given_back, False)])  # /4 is pending again, behind a's cursor
+        b.enqueue(C, [NewUrl("http://a/urgent", priority=5)])  # a priority a never saw
+        _, leases = a.commit_and_lease(C, done(leases), owner=owner_a, limit=4, lease_seconds=600)
+        assert [x.url for x in leases] == [f"http://a/{i}" for i in range(9, 13)]
+        clock.advance(RESCAN_SECONDS)  # a looks from the start again
+        _, leases = a.commit_and_lease(C, done(leases), owner=owner_a, limit=4, lease_seconds=600)
+        assert [x.url for x in leases] == [
+            "http://a/urgent", "http://a/4", "http://a/13", "http://a/14",
+        ]  # fmt: skip
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_short_claim_from_the_cursors_is_topped_up_from_the_start(pg_url: str) -> None:
+    clock = ManualClock()
+    a, b = open_store(pg_url, clock=clock), open_store(pg_url, clock=clock)
+    try:
+        a.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(6)])
+        owner_a, owner_b = a.register_worker(C), b.register_worker(C)
+        [given_back] = b.lease(C, owner_b, 1, 600)  # /0
+        first = a.lease(C, owner_a, 3, 600)  # /1-/3
+        b.release(C, [(given_back, False)])
+        _, leases = a.commit_and_lease(C, done(first), owner=owner_a, limit=4, lease_seconds=600)
+        # /4 and /5 from the cursor, and the rest of the claim from the start: /0.
+        assert sorted(x.url for x in leases) == ["http://a/0", "http://a/4", "http://a/5"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_claim_from_the_cursors_reads_what_it_grants_while_vacuum_is_held_back(
+    pg_url: str,
+) -> None:
+    # A transaction holds a snapshot: no index entry of a URL claimed since can be removed.
+    store = open_store(pg_url)
+    holder = pg.connect(pg_url)
+    queries = load_queries("postgres")
+    try:
+        # A few pages of a higher priority (listings, say), found first and done first.
+        store.enqueue(C, [NewUrl(f"http://a/list/{i}", priority=1) for i in range(10)])
+        store.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(6000)])
+        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT txid_current()")
+        owner = store.register_worker(C)
+        leases = store.lease(C, owner, 16, 600)
+
+        def claim_for(rounds: int) -> None:
+            nonlocal leases
+            for _ in range(rounds):
+                _, leases = store.commit_and_lease(
+                    C, done(leases), owner=owner, limit=16, lease_seconds=600
+                )
+
+        def scanned() -> tuple[int, int]:
+            """Buffers the plain claim's and the cursors' walks of the frontier read."""
+            cursors = store._cursors.usable(C)  # type: ignore[attr-defined]
+            assert cursors is not None and cursors[0] == max(x.frontier_id for x in leases)
+            # The listings' priority, done long ago: its cursor is far behind.
+            after_sql, after_p = _claim_after(p, {1: 10, 0: cursors[0]})
+            found = []
+            for sql, q in ((queries["claim_due"], p), (after_sql, after_p)):
+                with pg.connect(pg_url) as db:
+                    db.execute("BEGIN")
+                    plan = db.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", q)
+                    [[explained]] = plan.fetchone()
+                    db.execute("ROLLBACK")
+                found.append(sum(
+                    node["Shared Hit Blocks"] + node["Shared Read Blocks"]
+                    for node in nodes(explained["Plan"])
+                    if node.get("Relation Name") == "frontier"
+                    and "ANY" not in node.get("Index Cond", "ANY")  # (not the update's)
+                ))  # fmt: skip
+            return found[0], found[1]
+
+        p = {"crawl": C, "owner": owner, "now": None, "limit": 16, "lease_seconds": 600}
+        claim_for(60)  # 960 URLs claimed and done
+        plain_early, resumed_early = scanned()
+        claim_for(240)  # 4 800
+        plain_late, resumed_late = scanned()
+        # The plain claim walks past every entry left behind since the snapshot; a claim
+        # from the cursors reads about the same however many there are.
+        assert plain_late > 3 * plain_early, (plain_early, plain_late)
+        assert resumed_late <= resumed_early + 5, (resumed_early, resumed_late)
+    finally:
+        holder.close()
+        store.close()
+
+
+def nodes(plan: dict) -> list[dict]:  # type: ignore[type-arg]
+    """Every node of an EXPLAIN (FORMAT JSON) plan."""
+    found = [plan]
+    for child in plan.get("Plans", []):
+        found += nodes(child)
+    return found
