@@ -191,7 +191,7 @@ def held_snapshot(pg: str, seconds: float, batch: int, workers: int = 4) -> None
     width = 30.0
     rows = {}
     for hold in (False, True):
-        url = fresh_url("postgres", pg, int(time.time()), Path("."))
+        url = fresh_url("postgres", pg, time.time_ns() % 10**12, Path("."))
         held = None
         try:
             urls = int(4_000 * seconds * workers / 4)  # more than 4 workers claim here

@@ -44,3 +44,10 @@ def test_startup_prints_the_first_request_times() -> None:
     out = run("startup.py", "--repeat", "1")
     table = out.split("from process start to the first request")[1]
     assert "crashsafe " in table  # it made its first request (a failed run is left out)
+
+
+def test_frontier_scaling_measures_claims_under_a_held_snapshot(pg_database: str) -> None:
+    out = run("frontier_scaling.py", "--pg", pg_database, "--held-snapshot", "0.05")
+    assert "without a held snapshot: " in out and "with a held snapshot: " in out
+    rows = out.split("pages/s in each 30 s")[1]
+    assert "no snapshot held  overall" in rows and "held snapshot  overall" in rows
