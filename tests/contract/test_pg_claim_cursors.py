@@ -64,6 +64,56 @@ def test_a_short_claim_from_the_cursors_is_topped_up_from_the_start(pg_url: str)
         b.close()
 
 
+def test_a_lapsed_lease_granted_by_a_plain_claim_does_not_move_the_cursor_past_others(
+    pg_url: str,
+) -> None:
+    clock = ManualClock()
+    a, b = open_store(pg_url, clock=clock), open_store(pg_url, clock=clock)
+    try:
+        b.enqueue(C, [NewUrl(f"http://a/{i:02}") for i in range(20)])
+        owner_a, owner_b = a.register_worker(C), b.register_worker(C)
+        held = b.lease(C, owner_b, 20, 1)
+        b.release(C, [(x, False) for x in held if x.url != "http://a/19"])  # /19 lapses
+        clock.advance(5)
+        first = a.lease(C, owner_a, 4, 600)  # the lapsed /19 first, then /00-/02
+        assert sorted(x.url for x in first) == [
+            "http://a/00",
+            "http://a/01",
+            "http://a/02",
+            "http://a/19",
+        ]
+        b.enqueue(C, [NewUrl(f"http://a/new{i}") for i in range(20)])
+        _, leases = a.commit_and_lease(C, done(first), owner=owner_a, limit=4, lease_seconds=600)
+        assert [x.url for x in leases] == [f"http://a/{i:02}" for i in range(3, 7)]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_pause_from_another_connection_stops_claims_from_the_cursors(pg_url: str) -> None:
+    clock = ManualClock()
+    worker, console = open_store(pg_url, clock=clock), open_store(pg_url, clock=clock)
+    try:
+        worker.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(40)])
+        owner = worker.register_worker(C)
+        leases = worker.lease(C, owner, 4, 600)
+        _, leases = worker.commit_and_lease(
+            C, done(leases), owner=owner, limit=4, lease_seconds=600
+        )
+        assert worker._cursors.usable(C)  # type: ignore[attr-defined]  # (claims from cursors)
+        assert console.pause(C, actor="test")
+        _, granted = worker.commit_and_lease(
+            C, done(leases), owner=owner, limit=4, lease_seconds=600
+        )
+        assert granted == []
+        console.resume(C, actor="test")
+        _, granted = worker.commit_and_lease(C, [], owner=owner, limit=4, lease_seconds=600)
+        assert [x.url for x in granted] == [f"http://a/{i}" for i in range(8, 12)]
+    finally:
+        worker.close()
+        console.close()
+
+
 def test_a_claim_from_the_cursors_reads_what_it_grants_while_vacuum_is_held_back(
     pg_url: str,
 ) -> None:

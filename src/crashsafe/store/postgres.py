@@ -174,7 +174,7 @@ class PostgresStore(SQLStore):
         self._readonly = readonly
         self._given_up_at: float | None = None  # a call gave up reconnecting, lost since
         self._worker_id: int | None = None
-        self._cursors = ClaimCursors(clock or time.time)  # where this worker's claims resume
+        self._cursors = ClaimCursors(clock or time.monotonic)  # where this worker's claims resume
         self._conn = self._connect()
         try:
             if readonly or not create:
@@ -462,13 +462,13 @@ class PostgresStore(SQLStore):
         if cursors is not None:
             assert isinstance(tx, _Tx)
             rows = tx.unprepared(*_claim_after(p, cursors))
-            self._cursors.granted(crawl, rows)
+            self._cursors.granted(crawl, rows, plain=False)
             if len(rows) >= p["limit"]:
                 return rows
             p = {**p, "limit": p["limit"] - len(rows)}
         self._cursors.rescanned(crawl)
         more = tx.rows("claim_due", p)
-        self._cursors.granted(crawl, more)
+        self._cursors.granted(crawl, more, plain=True)
         return rows + more
 
     def _claim_ids(self, tx: Tx, p: Params, ids: list[int]) -> list[Claimed]:

@@ -33,7 +33,8 @@ class ClaimCursors:
         self._clock = clock
         self._bands: dict[str, dict[int, int]] = {}
         self._rescan_at: dict[str, float] = {}
-        self._granted: list[tuple[str, list[tuple[int, int]]]] = []  # not yet committed
+        # What claims of the transaction under way granted: (crawl, plain?, [(priority, id)])
+        self._granted: list[tuple[str, bool, list[tuple[int, int]]]] = []
 
     def usable(self, crawl: str) -> dict[int, int] | None:
         """The cursors to claim from, or None when the plain claim is due."""
@@ -47,10 +48,13 @@ class ClaimCursors:
         self._bands[crawl] = {}
         self._rescan_at[crawl] = self._clock() + RESCAN_SECONDS
 
-    def granted(self, crawl: str, rows: Iterable[tuple[Any, ...]]) -> None:
+    def granted(self, crawl: str, rows: Iterable[tuple[Any, ...]], *, plain: bool) -> None:
         """Note the (id, ..., priority at [5], ...) rows a claim granted: they move the
-        cursors once the transaction commits (``committed``)."""
-        self._granted.append((crawl, [(int(r[5]), int(r[0])) for r in rows]))
+        cursors once the transaction commits (``committed``). A plain claim's rows put
+        a priority's cursor just before the first of them: they need not be the first
+        pending ones in id order (a lapsed lease comes first, whatever its id), and the
+        next claim from the cursor passes the rest at once (they are leased)."""
+        self._granted.append((crawl, plain, [(int(r[5]), int(r[0])) for r in rows]))
 
     def learned(self, crawl: str, priorities: Iterable[int]) -> None:
         """Priorities of URLs this worker just added. A new one's cursor is the largest id
@@ -63,11 +67,14 @@ class ClaimCursors:
                 bands.setdefault(priority, newest)
 
     def committed(self) -> None:
-        for crawl, rows in self._granted:
+        for crawl, plain, rows in self._granted:
             bands = self._bands.setdefault(crawl, {})
-            for priority, id_ in rows:
-                if id_ > bands.get(priority, 0):
-                    bands[priority] = id_
+            if plain:
+                for priority, id_ in rows:
+                    bands[priority] = min(bands.get(priority, id_), id_ - 1)
+            else:
+                for priority, id_ in rows:
+                    bands[priority] = max(bands.get(priority, id_), id_)
         self._granted.clear()
 
     def rolled_back(self) -> None:
