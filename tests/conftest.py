@@ -7,10 +7,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from crashsafe.demo.shop import ShopOptions, ShopThread
 from crashsafe.store import Store, open_store
 from tests import pg
+
+# No timing is asserted, Hypothesis's 200 ms deadline per example included: on a busy
+# 2-core machine one checkpoint example (fsync'd writes) took 259 ms once and failed a run.
+settings.register_profile("crashsafe", deadline=None)
+settings.load_profile("crashsafe")
 
 
 @pytest.fixture
