@@ -4,7 +4,11 @@ the URLs claimed before; and nothing behind a cursor is lost or waits for long."
 
 from __future__ import annotations
 
-from crashsafe.store import NewUrl, PageOutcome, RecordRow, open_store
+from collections.abc import Iterator
+
+import pytest
+
+from crashsafe.store import NewUrl, PageOutcome, RecordRow, Store, open_store
 from crashsafe.store.postgres import _claim_after
 from crashsafe.store.postgres_cursors import RESCAN_SECONDS
 from crashsafe.store.queries import load_queries
@@ -12,9 +16,20 @@ from tests import pg
 from tests.clock import ManualClock
 
 C = "c"
+Stores = tuple[Store, Store, ManualClock]
 
 
-def done(leases: list, n: int = 0) -> list[PageOutcome]:  # type: ignore[type-arg]
+@pytest.fixture
+def stores(pg_url: str) -> Iterator[Stores]:
+    """Two workers' stores on one PostgreSQL crawl, sharing a clock the test moves."""
+    clock = ManualClock()
+    a, b = open_store(pg_url, clock=clock), open_store(pg_url, clock=clock)
+    yield a, b, clock
+    a.close()
+    b.close()
+
+
+def done(leases: list) -> list[PageOutcome]:  # type: ignore[type-arg]
     return [
         PageOutcome(x, "done", 200, records=[RecordRow.build(
             id=f"id-{x.frontier_id}", source="s", key=str(x.frontier_id), url=None, data={},
@@ -23,95 +38,71 @@ def done(leases: list, n: int = 0) -> list[PageOutcome]:  # type: ignore[type-ar
     ]  # fmt: skip
 
 
-def test_urls_behind_a_workers_cursor_are_claimed_once_it_looks_again(pg_url: str) -> None:
-    clock = ManualClock()
-    a, b = open_store(pg_url, clock=clock), open_store(pg_url, clock=clock)
-    try:
-        a.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(40)])
-        owner_a, owner_b = a.register_worker(C), b.register_worker(C)
-        first = a.lease(C, owner_a, 4, 600)  # /0-/3, a plain claim
-        [given_back] = b.lease(C, owner_b, 1, 600)  # /4
-        _, leases = a.commit_and_lease(C, done(first), owner=owner_a, limit=4, lease_seconds=600)
-        assert [x.url for x in leases] == [f"http://a/{i}" for i in range(5, 9)]  # cursor
-        b.release(C, [(given_back, False)])  # /4 is pending again, behind a's cursor
-        b.enqueue(C, [NewUrl("http://a/urgent", priority=5)])  # a priority a never saw
-        _, leases = a.commit_and_lease(C, done(leases), owner=owner_a, limit=4, lease_seconds=600)
-        assert [x.url for x in leases] == [f"http://a/{i}" for i in range(9, 13)]
-        clock.advance(RESCAN_SECONDS)  # a looks from the start again
-        _, leases = a.commit_and_lease(C, done(leases), owner=owner_a, limit=4, lease_seconds=600)
-        assert [x.url for x in leases] == [
-            "http://a/urgent", "http://a/4", "http://a/13", "http://a/14",
-        ]  # fmt: skip
-    finally:
-        a.close()
-        b.close()
+def test_urls_behind_a_workers_cursor_are_claimed_once_it_looks_again(stores: Stores) -> None:
+    a, b, clock = stores
+    a.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(40)])
+    owner_a, owner_b = a.register_worker(C), b.register_worker(C)
+    first = a.lease(C, owner_a, 4, 600)  # /0-/3, a plain claim
+    [given_back] = b.lease(C, owner_b, 1, 600)  # /4
+    _, leases = a.commit_and_lease(C, done(first), owner=owner_a, limit=4, lease_seconds=600)
+    assert [x.url for x in leases] == [f"http://a/{i}" for i in range(5, 9)]  # cursor
+    b.release(C, [(given_back, False)])  # /4 is pending again, behind a's cursor
+    b.enqueue(C, [NewUrl("http://a/urgent", priority=5)])  # a priority a never saw
+    _, leases = a.commit_and_lease(C, done(leases), owner=owner_a, limit=4, lease_seconds=600)
+    assert [x.url for x in leases] == [f"http://a/{i}" for i in range(9, 13)]
+    clock.advance(RESCAN_SECONDS)  # a looks from the start again
+    _, leases = a.commit_and_lease(C, done(leases), owner=owner_a, limit=4, lease_seconds=600)
+    assert [x.url for x in leases] == [
+        "http://a/urgent", "http://a/4", "http://a/13", "http://a/14",
+    ]  # fmt: skip
 
 
-def test_a_short_claim_from_the_cursors_is_topped_up_from_the_start(pg_url: str) -> None:
-    clock = ManualClock()
-    a, b = open_store(pg_url, clock=clock), open_store(pg_url, clock=clock)
-    try:
-        a.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(6)])
-        owner_a, owner_b = a.register_worker(C), b.register_worker(C)
-        [given_back] = b.lease(C, owner_b, 1, 600)  # /0
-        first = a.lease(C, owner_a, 3, 600)  # /1-/3
-        b.release(C, [(given_back, False)])
-        _, leases = a.commit_and_lease(C, done(first), owner=owner_a, limit=4, lease_seconds=600)
-        # /4 and /5 from the cursor, and the rest of the claim from the start: /0.
-        assert sorted(x.url for x in leases) == ["http://a/0", "http://a/4", "http://a/5"]
-    finally:
-        a.close()
-        b.close()
+def test_a_short_claim_from_the_cursors_is_topped_up_from_the_start(stores: Stores) -> None:
+    a, b, _ = stores
+    a.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(6)])
+    owner_a, owner_b = a.register_worker(C), b.register_worker(C)
+    [given_back] = b.lease(C, owner_b, 1, 600)  # /0
+    first = a.lease(C, owner_a, 3, 600)  # /1-/3
+    b.release(C, [(given_back, False)])
+    _, leases = a.commit_and_lease(C, done(first), owner=owner_a, limit=4, lease_seconds=600)
+    # /4 and /5 from the cursor, and the rest of the claim from the start: /0.
+    assert sorted(x.url for x in leases) == ["http://a/0", "http://a/4", "http://a/5"]
 
 
 def test_a_lapsed_lease_granted_by_a_plain_claim_does_not_move_the_cursor_past_others(
-    pg_url: str,
+    stores: Stores,
 ) -> None:
-    clock = ManualClock()
-    a, b = open_store(pg_url, clock=clock), open_store(pg_url, clock=clock)
-    try:
-        b.enqueue(C, [NewUrl(f"http://a/{i:02}") for i in range(20)])
-        owner_a, owner_b = a.register_worker(C), b.register_worker(C)
-        held = b.lease(C, owner_b, 20, 1)
-        b.release(C, [(x, False) for x in held if x.url != "http://a/19"])  # /19 lapses
-        clock.advance(5)
-        first = a.lease(C, owner_a, 4, 600)  # the lapsed /19 first, then /00-/02
-        assert sorted(x.url for x in first) == [
-            "http://a/00",
-            "http://a/01",
-            "http://a/02",
-            "http://a/19",
-        ]
-        b.enqueue(C, [NewUrl(f"http://a/new{i}") for i in range(20)])
-        _, leases = a.commit_and_lease(C, done(first), owner=owner_a, limit=4, lease_seconds=600)
-        assert [x.url for x in leases] == [f"http://a/{i:02}" for i in range(3, 7)]
-    finally:
-        a.close()
-        b.close()
+    a, b, clock = stores
+    b.enqueue(C, [NewUrl(f"http://a/{i:02}") for i in range(20)])
+    owner_a, owner_b = a.register_worker(C), b.register_worker(C)
+    held = b.lease(C, owner_b, 20, 1)
+    b.release(C, [(x, False) for x in held if x.url != "http://a/19"])  # /19 lapses
+    clock.advance(5)
+    first = a.lease(C, owner_a, 4, 600)  # the lapsed /19 first, then /00-/02
+    assert sorted(x.url for x in first) == [
+        "http://a/00",
+        "http://a/01",
+        "http://a/02",
+        "http://a/19",
+    ]
+    b.enqueue(C, [NewUrl(f"http://a/new{i}") for i in range(20)])
+    _, leases = a.commit_and_lease(C, done(first), owner=owner_a, limit=4, lease_seconds=600)
+    assert [x.url for x in leases] == [f"http://a/{i:02}" for i in range(3, 7)]
 
 
-def test_a_pause_from_another_connection_stops_claims_from_the_cursors(pg_url: str) -> None:
-    clock = ManualClock()
-    worker, console = open_store(pg_url, clock=clock), open_store(pg_url, clock=clock)
-    try:
-        worker.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(40)])
-        owner = worker.register_worker(C)
-        leases = worker.lease(C, owner, 4, 600)
-        _, leases = worker.commit_and_lease(
-            C, done(leases), owner=owner, limit=4, lease_seconds=600
-        )
-        assert worker._cursors.usable(C)  # type: ignore[attr-defined]  # (claims from cursors)
-        assert console.pause(C, actor="test")
-        _, granted = worker.commit_and_lease(
-            C, done(leases), owner=owner, limit=4, lease_seconds=600
-        )
-        assert granted == []
-        console.resume(C, actor="test")
-        _, granted = worker.commit_and_lease(C, [], owner=owner, limit=4, lease_seconds=600)
-        assert [x.url for x in granted] == [f"http://a/{i}" for i in range(8, 12)]
-    finally:
-        worker.close()
-        console.close()
+def test_a_pause_from_another_connection_stops_claims_from_the_cursors(stores: Stores) -> None:
+    worker, console, _ = stores
+    worker.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(40)])
+    owner = worker.register_worker(C)
+    leases = worker.lease(C, owner, 4, 600)
+    _, leases = worker.commit_and_lease(C, done(leases), owner=owner, limit=4, lease_seconds=600)
+    assert worker._cursors.usable(C)  # type: ignore[attr-defined]  # (claims from cursors)
+    assert console.pause(C, actor="test")
+    _, granted = worker.commit_and_lease(C, done(leases), owner=owner, limit=4, lease_seconds=600)
+    assert granted == []
+    console.resume(C, actor="test")
+    _, granted = worker.commit_and_lease(C, [], owner=owner, limit=4, lease_seconds=600)
+    assert [x.url for x in granted] == [f"http://a/{i}" for i in range(8, 12)]
 
 
 def test_a_claim_from_the_cursors_reads_what_it_grants_while_vacuum_is_held_back(

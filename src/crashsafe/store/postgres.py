@@ -85,7 +85,13 @@ def _claim_after(p: Params, cursors: dict[int, int]) -> tuple[str, Params]:
         arms.append(f"band{n} AS ({arm.replace('%(after)s', f'%(after{n})s')})")
         q[f"band{n}"], q[f"after{n}"] = band, cursors[band]
     union = " UNION ALL ".join(f"SELECT id, priority FROM band{n}" for n in range(len(arms)))
-    return Q["claim_after"].replace("/*bands*/", ",\n".join([*arms, f"fresh AS ({union})"])), q
+    head = Q["claim_after"].replace("/*bands*/", ",\n".join([*arms, f"fresh AS ({union})"]))
+    return head + _GRANT, q
+
+
+#: claim_due's grant of the picked ids (lease_grants rows, the frontier rows leased):
+#: claim_after ends where it begins.
+_GRANT = Q["claim_due"][Q["claim_due"].index("), granted AS (") + 1 :]
 
 
 class _Tx:
@@ -313,7 +319,13 @@ class PostgresStore(SQLStore):
                     self._reconnect()
                     logger.warning("reconnected to %s", masked(self.url))
                     lost_since = self._given_up_at = None
-                return fn()
+                try:
+                    result = fn()
+                except BaseException:
+                    self._cursors.rolled_back()  # (a claim of a void transaction granted nothing)
+                    raise
+                self._cursors.committed()  # what its claims granted moves the cursors
+                return result
             except psycopg.Error as exc:
                 if isinstance(exc, pg_errors.TransactionRollback) and rolled_back < RETRIES:
                     rolled_back += 1  # another worker's transaction won: ours is void
@@ -422,35 +434,13 @@ class PostgresStore(SQLStore):
     ) -> tuple[list[str | None], list[Lease]]:
         if any(p.kind in ("retry", "deferred") for p in outcomes):
             self._cursors.invalidate()  # (URLs pending again, behind the cursors)
-        try:
-            result = super().commit_and_lease(
-                crawl, outcomes, owner=owner, limit=limit, lease_seconds=lease_seconds,
-                politeness=politeness,
-            )  # fmt: skip
-        except BaseException:
-            self._cursors.rolled_back()
-            raise
-        self._cursors.committed()
+        result = super().commit_and_lease(
+            crawl, outcomes, owner=owner, limit=limit, lease_seconds=lease_seconds,
+            politeness=politeness,
+        )  # fmt: skip
         self._cursors.learned(crawl, {u.priority for p in outcomes for u in p.links})
         self._note_links(sum(len(p.links) for p in outcomes))
         return result
-
-    def lease(
-        self,
-        crawl: str,
-        owner: str,
-        limit: int,
-        lease_seconds: float,
-        *,
-        politeness: Politeness | None = None,
-    ) -> list[Lease]:
-        try:
-            leases = super().lease(crawl, owner, limit, lease_seconds, politeness=politeness)
-        except BaseException:
-            self._cursors.rolled_back()
-            raise
-        self._cursors.committed()
-        return leases
 
     # -- claims ----------------------------------------------------------------------------
     def _claim_due(self, tx: Tx, p: Params) -> list[Claimed]:

@@ -74,19 +74,8 @@ WITH /*bands*/, picked AS (
                               AND (paused_at IS NOT NULL OR origins_paused > 0))
           ORDER BY priority DESC, id
           LIMIT %(limit)s) AS taken
-), granted AS (
-    INSERT INTO lease_grants (crawl, frontier_id, owner, granted_at)
-    SELECT %(crawl)s, unnest(ids), %(owner)s, crashsafe_now(%(now)s) FROM picked
-    RETURNING id, frontier_id
 )
-UPDATE frontier f
-SET state = 'leased', lease_owner = %(owner)s, grant_id = g.id,
-    lease_expires = crashsafe_now(%(now)s) + make_interval(secs => %(lease_seconds)s::float8),
-    attempts = f.attempts + (f.state = 'leased')::int
-FROM granted g
-WHERE f.id = ANY((SELECT ids FROM picked)::bigint[]) AND f.id = g.frontier_id
-RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, f.request, g.id,
-          (SELECT version FROM cookie_jars WHERE crawl = %(crawl)s);
+-- (then claim_due's grant, from "), granted AS (" on: store/postgres.py adds it)
 
 -- name: claim_after_band
 SELECT id, priority FROM frontier
