@@ -5,24 +5,13 @@ why; with ``CI=true`` they fail instead (`.ci/run` installs it)."""
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-
-def chromium_path() -> str | None:
-    for name in (os.environ.get("CRASHSAFE_CHROMIUM"), "chromium", "chromium-browser"):
-        if name and (found := shutil.which(name)):
-            return found
-    return None
-
-
-def _missing(why: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{why} (CI=true: the browser tests must run; .ci/run installs it)")
-    pytest.skip(why)
+from tests.chromium import chromium_path
+from tests.chromium import missing as _missing
 
 
 @pytest.fixture

@@ -92,8 +92,22 @@ def _shop_thread(options: ShopOptions, port: int) -> Iterator[ShopThread]:
     help="Serve the members-only shop instead (login, cookies, a POST search API, a "
     "sitemap; for examples/members.py).",
 )
+@click.option(
+    "--js",
+    "js",
+    flag_value=1.0,
+    type=float,
+    help="Build product pages with JavaScript (no name or price in their HTML until the "
+    "script runs): for rendering (docs/rendering.md).",
+)
+@click.option(
+    "--js-share",
+    "js",
+    type=click.FloatRange(0, 1),
+    help="Build this share of product pages with JavaScript (the rest stay plain HTML).",
+)
 @shop_options
-def demo_site(port: int, members: bool, **shop: Any) -> None:
+def demo_site(port: int, members: bool, js: float | None, **shop: Any) -> None:
     """Serve the demo shop on 127.0.0.1 until Ctrl-C.
 
     Listing pages /list/N link their products and the next listing; /stats counts the
@@ -115,7 +129,7 @@ def demo_site(port: int, members: bool, **shop: Any) -> None:
         )
         return
 
-    options = ShopOptions(**shop)
+    options = ShopOptions(**shop, js=js or 0.0)
     serve_until_interrupted(
         Shop(options).app(),
         port,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from crashsafe.crawl.addresses import AddressGuard
-from crashsafe.crawl.allow import LinkFilter
+from crashsafe.crawl.allow import AllowList, LinkFilter
 from crashsafe.crawl.downloads import Downloads, download_allow
 from crashsafe.crawl.fetch import robots_download
 from crashsafe.crawl.pages import PageProcessor
@@ -64,6 +64,21 @@ async def assemble(
         guard=guard, hosts=processor.hosts, archive=write, sends=sends,
         allowed=download_allow(settings, links),
     )  # fmt: skip
+    from crashsafe.crawl.render import Renderer, RenderModes
+
+    browser_allowed = (
+        links.allow
+        if settings.browser_allowed_domains is None
+        else AllowList.from_settings(settings.browser_allowed_domains, [])
+    )
+    processor.renderer = Renderer(
+        settings=settings, session=session, guard=guard, allowed=browser_allowed,
+        send_for=sends.send,
+    )  # fmt: skip
+    if settings.render:
+        processor.renderer.check()  # no Chromium, no Playwright: said before any page
+    if settings.render == "auto":
+        processor.modes = RenderModes(await call(store.render_patterns, crawl))
     if settings.obey_robots:
         # A claim is held for one download: its timeout per redirect, and a margin.
         claim_seconds = settings.timeout * (ROBOTS_MAX_REDIRECTS + 1) + 10

@@ -428,6 +428,8 @@ class Crawler:
             try:
                 interrupted = await self._loop()
             finally:
+                if processor.renderer is not None:
+                    await processor.renderer.close()
                 if processor.robots is not None:
                     await processor.robots.close()
                 if archive is not None:

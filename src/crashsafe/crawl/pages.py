@@ -42,6 +42,7 @@ from crashsafe.crawl.fetch import (
 )
 from crashsafe.crawl.fetch_errors import TLSFetchError
 from crashsafe.crawl.politeness import HostSlots
+from crashsafe.crawl.render import Renderer, RenderFailed, RenderModes, pattern_of
 from crashsafe.crawl.requests import Request, callback_name, request_from_row
 from crashsafe.crawl.robots import Robots, RobotsUnavailable
 from crashsafe.crawl.sessions import CookieSync, SendBuilder, cookie_rows
@@ -116,8 +117,12 @@ class PageProcessor:
         rng: random.Random | None = None,
         downloads: Downloads | None = None,
         archive: Callable[[Response, Send], Awaitable[None]] | None = None,
+        renderer: Renderer | None = None,
+        modes: RenderModes | None = None,
     ) -> None:
         self.spider = spider
+        self.renderer = renderer  # set when the crawl may render pages
+        self.modes = modes or RenderModes()
         self.tracer: Any = None  # OpenTelemetry (crashsafe/tracing.py): spans when set
         self.sends = sends
         self.cookies = cookies
@@ -266,6 +271,48 @@ class PageProcessor:
             error = not_handled(status) + body_excerpt(resp.body)
             failed = PageOutcome(lease, "failed", status, error)
             return await self._give_up(request, failed, HttpError(page), page)
+        rendered = None
+        render_note = None
+        mode = self._render_mode(request)
+        if mode is not None and "html" in (resp.headers.get("Content-Type") or "html").lower():
+            pattern = pattern_of(resp.url)
+            need = mode == "browser" or self.modes.straight_to_browser(pattern)
+            if not need:
+                need = not page.css(self.settings.render_when_missing or "*")
+            if need:
+                if self.renderer is None:
+                    raise RuntimeError("a page to render, and no renderer")
+                try:
+                    rendered = await self.renderer.render(resp, request)
+                except RenderFailed as exc:
+                    return await self._give_up(request, self._retry(lease, str(exc)), exc)
+                except ConfigError as exc:  # no Chromium, no Playwright: the crawl stops
+                    self.halted = self.halted or str(exc)
+                    return PageOutcome(lease, "deferred", error=str(exc), retry_in=0.0)
+                resp = rendered.response
+                page = Page(url=resp.url, status=status, headers=resp.headers, body=resp.body,
+                            depth=lease.depth, request=request)  # fmt: skip
+                page.browser = rendered.page
+                if self.cookies is not None:
+                    self.cookies.received(resp.set_cookies)
+            if mode == "auto":
+                self.modes.saw(pattern, need)
+                render_note = (pattern, need)
+        if rendered is None:
+            return await self._parse(lease, page, resp, render_note)
+        try:
+            return await self._parse(lease, page, resp, render_note)
+        finally:
+            await rendered.close()
+
+    async def _parse(
+        self,
+        lease: Lease,
+        page: Page,
+        resp: Response,
+        render_note: tuple[str, bool] | None,
+    ) -> PageOutcome:
+        status = resp.status
         files: Sequence[FileRow] = ()
         try:
             with span(self.tracer, "crawl.parse"), collecting() as made:
@@ -321,6 +368,7 @@ class PageProcessor:
             links_cut=rows.links_cut,
             cookies=cookie_rows(resp.set_cookies) if resp.set_cookies else (),
             files=files,
+            render=render_note,
         )
 
     async def _give_up(
@@ -366,6 +414,13 @@ class PageProcessor:
         (a disk full for five runs must not send the pages to the dead letter)."""
         self.halted = self.halted or str(exc)
         return PageOutcome(lease, "deferred", error=str(exc), retry_in=0.0)
+
+    def _render_mode(self, request: Request) -> str | None:
+        """``browser``, ``auto``, or None (fetch only) for ``request``."""
+        if request.render is not None:
+            return "browser" if request.render else None
+        setting = self.settings.render
+        return "auto" if setting == "auto" else "browser" if setting else None
 
     def _max_links(self, callback: str | None) -> int:
         if callback == SITEMAP_CALLBACK:  # a sitemap may list 50 000 URLs (sitemaps.org)

@@ -72,6 +72,8 @@ class Request:
             sends this request through that proxy.
         priority: higher is leased first.
         dont_filter: fetch it even if the same request was seen (see the module's doc).
+        render: ``True``: render the page in Chromium; ``False``: fetch its HTML only;
+            ``None``: as the crawl's ``render`` setting says (``docs/rendering.md``).
     """
 
     url: str
@@ -85,6 +87,7 @@ class Request:
     meta: Mapping[str, Any] | None = None
     priority: int = 0
     dont_filter: bool = False
+    render: bool | None = None
     # Set when read back from the frontier: the key it is stored under.
     key: str | None = field(default=None, compare=False, repr=False)
 
@@ -127,6 +130,8 @@ class Request:
         errback = callback_name(self.errback)
         if errback:
             out["errback"] = errback
+        if self.render is not None:
+            out["render"] = bool(self.render)
         if not out:
             return None
         if sealer is not None:
@@ -158,6 +163,8 @@ def checked(request: Request) -> Request:
         name = callback_name(getattr(request, kind))
         if name is not None and not (isinstance(name, str) and name.isidentifier()):
             raise BadRequest(f"{kind} {name!r} is not the name of a spider method")
+    if request.render not in (None, True, False):
+        raise BadRequest(f"render must be True, False or None, not {request.render!r}")
     if type(request.priority) is not int or request.priority not in _PRIORITY:
         raise BadRequest(f"priority {request.priority!r} is not an integer within 64 bits")
     method = request.method
@@ -258,5 +265,6 @@ def request_from_row(
         cb_kwargs=data.get("cb_kwargs"),
         meta=data.get("meta"),
         dont_filter="~" in key.partition("#")[2],
+        render=data.get("render"),
         key=key,
     )

@@ -85,6 +85,26 @@ class CrawlSettings:
         max_file_bytes: a larger download is not stored (the record says so).
         warc_dir: write every page and download fetched to ``.warc.gz`` files here (one
             series per worker process); ``None``: no archive.
+        render: render pages in Chromium (``docs/rendering.md``): ``False`` (fetch HTML
+            only), ``True`` (every page), ``"auto"`` (fetch first; render the pages where
+            ``render_when_missing`` matches nothing, learning per URL pattern which way
+            works). ``Request(render=...)`` decides for one request.
+        render_when_missing: a CSS selector the page must hold without rendering (auto
+            mode), also waited for in the rendered page.
+        render_wait_for: a CSS selector waited for before a rendered page is read (else
+            its ``load`` event), within ``render_timeout``.
+        render_timeout: seconds a page may take in the browser (navigation, waits,
+            reading the DOM); a page over it is cut and retried.
+        browser_executable: the Chromium to run (``None``: ``chromium`` on PATH).
+        browser_concurrency: pages rendering at once per worker.
+        browser_recycle_pages: a browser context (one per origin) is replaced after
+            this many pages.
+        browser_max_rss_mb: the browser is restarted, once its pages are done, when its
+            processes together use more memory than this (RSS, MiB).
+        browser_block: resource types the browser does not load (Playwright's names:
+            ``image``, ``font``, ``media``, ``stylesheet``...).
+        browser_allowed_domains: where a rendered page's own requests (scripts, data)
+            may go, as ``allowed_domains`` is written; ``None``: the crawl's allow-list.
     """
 
     concurrency: int = 16
@@ -124,11 +144,22 @@ class CrawlSettings:
     files_dir: str | None = None
     max_file_bytes: int = 50 * 2**20
     warc_dir: str | None = None
+    render: bool | str = False
+    render_when_missing: str | None = None
+    render_wait_for: str | None = None
+    render_timeout: float = 30.0
+    browser_executable: str | None = None
+    browser_concurrency: int = 4
+    browser_recycle_pages: int = 100
+    browser_max_rss_mb: int = 2048
+    browser_block: tuple[str, ...] = ("image", "font", "media")
+    browser_allowed_domains: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         positive = (
             "concurrency", "lease_seconds", "max_attempts", "timeout", "max_links_per_page",
-            "max_response_bytes", "max_redirects", "max_file_bytes",
+            "max_response_bytes", "max_redirects", "max_file_bytes", "render_timeout",
+            "browser_concurrency", "browser_recycle_pages", "browser_max_rss_mb",
         )  # fmt: skip
         for name in positive:
             value = getattr(self, name)
@@ -146,6 +177,13 @@ class CrawlSettings:
             raise ConfigError(f"setting lease_ahead must be >= 0, got {self.lease_ahead!r}")
         if self.per_host_concurrency is not None and self.per_host_concurrency <= 0:
             raise ConfigError("setting per_host_concurrency must be > 0 (or None)")
+        if self.render not in (True, False, "auto"):
+            raise ConfigError(f"setting render must be True, False or 'auto', got {self.render!r}")
+        if self.render == "auto" and not self.render_when_missing:
+            raise ConfigError(
+                "render='auto' needs render_when_missing: a CSS selector that only a page "
+                "which needs no browser holds (e.g. render_when_missing = '.price')"
+            )
         for limit in ("max_pages", "max_items"):
             if getattr(self, limit) is not None and getattr(self, limit) <= 0:
                 raise ConfigError(f"setting {limit} must be > 0 (or None)")
@@ -174,11 +212,16 @@ class CrawlSettings:
 
             raise unknown(name, cls.names())
         try:
+            if name == "render":
+                if text.lower() not in {"1", "0", "true", "false", "yes", "no", "auto"}:
+                    raise ValueError(text)
+                return "auto" if text.lower() == "auto" else text.lower() in {"1", "true", "yes"}
             if isinstance(default, bool):
                 if text.lower() not in {"1", "0", "true", "false", "yes", "no"}:
                     raise ValueError(text)
                 return text.lower() in {"1", "true", "yes"}
-            if name in {"files_dir", "warc_dir"}:
+            if name in {"files_dir", "warc_dir", "render_when_missing", "render_wait_for",
+                        "browser_executable"}:  # fmt: skip
                 return None if text.lower() in {"", "none"} else text
             if name in {"per_host_concurrency", "max_depth", "max_pages", "max_items"}:
                 return None if text.lower() in {"", "none"} else int(text)
@@ -189,7 +232,7 @@ class CrawlSettings:
             if name == "handle_statuses":
                 return tuple(int(p) for p in text.split(",") if p)
             if name in {"allowed_domains", "allowed_download_domains", "allowed_addresses",
-                        "secret_headers",
+                        "secret_headers", "browser_block", "browser_allowed_domains",
                         "strip_query_params"}:  # fmt: skip
                 return tuple(p.strip() for p in text.split(",") if p.strip())
             if name == "default_headers":  # Name: value, one per --set

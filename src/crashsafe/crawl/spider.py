@@ -118,6 +118,21 @@ class Page:
         self.request_url = request_url or self.request.url
         self._utf8 = False  # set by ``text`` when the body decoded as UTF-8
         self._joined: dict[str, str] = {}  # href -> URL, for urljoin
+        #: The Playwright page of a rendered page (``docs/rendering.md``), open while the
+        #: callback runs: wait, click, scroll, then ``await page.reread()``. None when
+        #: the page was fetched only.
+        self.browser: Any = None
+
+    async def reread(self) -> None:
+        """Read the browser's DOM again (after clicks or scrolling through
+        ``page.browser``): ``text``, ``css()`` and ``xpath()`` see it from then on."""
+        if self.browser is None:
+            raise ConfigError(f"page.reread() on {self.url}: the page was not rendered")
+        self.body = (await self.browser.content()).encode("utf-8")
+        self._utf8 = False
+        for cached in ("text", "selector", "base_url", "_origin"):
+            self.__dict__.pop(cached, None)
+        self._joined.clear()
 
     @property
     def meta(self) -> Mapping[str, Any]:
@@ -392,6 +407,8 @@ class Spider:
             "allowed_addresses",
             "strip_query_params",
             "handle_statuses",
+            "browser_block",
+            "browser_allowed_domains",
         ):
             if from_class.get(key) is not None:
                 from_class[key] = tuple(from_class[key])

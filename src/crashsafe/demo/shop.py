@@ -7,6 +7,12 @@ requests as the server saw them (by path, query ignored), ``/catalogue`` is the 
 truth every crawl is checked against, ``/log?since=T[&agent=UA]`` lists page requests
 after time ``T`` (Unix seconds) with their User-Agent (or only those from ``UA``),
 ``POST /reset`` zeroes the counters (the kill test runs several crawls against one shop).
+
+With ``js`` (``demo-site --js``), product pages are built by JavaScript: their HTML holds
+no name, sku or price until ``/static/shop.js`` runs and fills them in from
+``/api/product/SKU`` (a share of them with ``js`` < 1, drawn per product: see
+:func:`needs_js`). Script and API requests are counted apart from pages (``api`` in
+``/stats``).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ class ShopOptions:
             changes the price of about ``PRICE_CHANGES`` of the products and
             discontinues about ``DISCONTINUED`` (their page answers 404 and no listing
             links them): a recrawl after a round has changes to find.
+        js: share of product pages built by JavaScript (0: none, 1: all).
     """
 
     listings: int = 25
@@ -55,6 +62,7 @@ class ShopOptions:
     pager: int = 1
     seed: int = 0
     round: int = 0
+    js: float = 0.0
 
     @property
     def products(self) -> int:
@@ -100,6 +108,26 @@ def discontinued(n: int, round: int) -> bool:
     return any(_draw(r, f"gone:{n}") < DISCONTINUED for r in range(1, round + 1))
 
 
+def needs_js(n: int, options: ShopOptions) -> bool:
+    """Whether product ``n``'s page is built by JavaScript in a shop with ``options``."""
+    return options.js >= 1 or (options.js > 0 and _draw(options.seed + 2, f"js:{n}") < options.js)
+
+
+#: What a JavaScript product page runs: the product's data from the API, into the page.
+SHOP_JS = """
+fetch('/api' + location.pathname)
+  .then(function (r) { return r.json(); })
+  .then(function (p) {
+    document.querySelector('.name').textContent = p.name;
+    document.querySelector('.sku').textContent = p.sku;
+    var price = document.createElement('span');
+    price.className = 'price';
+    price.textContent = p.price;
+    document.querySelector('.sku').after(' ', price);
+  });
+"""
+
+
 def image(n: int) -> bytes:
     """Product ``n``'s picture: one of ``IMAGES`` contents, some kilobytes each."""
     seed = hashlib.sha256(f"image:{n % IMAGES}".encode()).digest()
@@ -118,6 +146,8 @@ class Shop:
         app.router.add_get("/list/{n}", self.listing)
         app.router.add_get("/product/{sku}", self.product_page)
         app.router.add_get("/image/{n}.png", self.image_file)
+        app.router.add_get("/api/product/{sku}", self.product_api)
+        app.router.add_get("/static/shop.js", self.script)
         app.router.add_get("/robots.txt", self.robots)
         app.router.add_get("/stats", self.stats)
         app.router.add_post("/reset", self.reset)
@@ -186,14 +216,15 @@ class Shop:
     async def product_page(self, request: web.Request) -> web.Response:
         if (fail := await self._page_gate(request)) is not None:
             return fail
-        code = request.match_info["sku"]
-        try:
-            n = int(code.removeprefix("SKU-"))
-        except ValueError:
-            raise web.HTTPNotFound() from None
+        n = self._product_number(request.match_info["sku"])
         o = self.options
-        if not 0 <= n < o.products or code != sku(n) or discontinued(n, o.round):
-            raise web.HTTPNotFound()
+        if needs_js(n, o):
+            body = (
+                '<html><head><script src="/static/shop.js" defer></script></head><body>'
+                '<h1 class="name"></h1><span class="sku"></span>'
+                f'<img class="photo" src="/image/{n}.png"></body></html>'
+            )
+            return web.Response(text=body, content_type="text/html")
         p = product(n, o.round)
         body = (
             f'<html><body><h1 class="name">{p["name"]}</h1>'
@@ -202,6 +233,26 @@ class Shop:
             "</body></html>"
         )
         return web.Response(text=body, content_type="text/html")
+
+    def _product_number(self, code: str) -> int:
+        try:
+            n = int(code.removeprefix("SKU-"))
+        except ValueError:
+            raise web.HTTPNotFound() from None
+        o = self.options
+        if not 0 <= n < o.products or code != sku(n) or discontinued(n, o.round):
+            raise web.HTTPNotFound()
+        return n
+
+    async def product_api(self, request: web.Request) -> web.Response:
+        """A product's data as JSON, for the script of its JavaScript page."""
+        self.counts["api"] += 1
+        n = self._product_number(request.match_info["sku"])
+        return web.json_response(product(n, self.options.round))
+
+    async def script(self, request: web.Request) -> web.Response:
+        self.counts["api"] += 1
+        return web.Response(text=SHOP_JS, content_type="application/javascript")
 
     async def image_file(self, request: web.Request) -> web.Response:
         if (fail := await self._page_gate(request)) is not None:
@@ -239,6 +290,7 @@ class Shop:
             "repeated": requests - len(pages) - self.errors,
             "errors": self.errors,
             "robots": self.counts["robots.txt"],
+            "api": self.counts["api"],
             "minimum": minimum,
             "over_minimum": requests - minimum,
         }

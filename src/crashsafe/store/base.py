@@ -189,6 +189,11 @@ class Store(Protocol):
         (replaying them in order rebuilds the cookie jar), with their version."""
         ...
 
+    def render_patterns(self, crawl: str) -> dict[str, tuple[int, int]]:
+        """Auto rendering's counts per URL pattern: ``{pattern: (pages fine as fetched,
+        pages that needed the browser)}``, as committed."""
+        ...
+
     # -- reading -------------------------------------------------------------------------
     def crawls(self) -> list[str]: ...
 

@@ -217,6 +217,7 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLControl):
         held: list[dict[str, Any]] = []
         cookies: list[dict[str, Any]] = []
         files: list[dict[str, Any]] = []
+        rendered: dict[str, list[int]] = {}
         stale: list[bool] = []
         for p in pages:
             fid, grant = p.lease.frontier_id, p.lease.grant_id
@@ -248,6 +249,8 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLControl):
                      "url": storable(c.url), "header": storable(c.header), "now": now}
                     for c in p.cookies
                 ]  # fmt: skip
+                if p.render is not None:
+                    rendered.setdefault(p.render[0], [0, 0])[int(p.render[1])] += 1
             elif p.kind == "retry" or p.kind == "deferred":
                 counted = int(p.kind == "retry")
                 retry.append({**row, "counted": counted, "retry_in": p.retry_in})
@@ -281,6 +284,11 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLControl):
             latest = {(c["domain"], c["path"], c["name"]): c for c in cookies}
             tx.many("put_cookie", [latest[k] for k in sorted(latest)])
             tx.many("bump_cookie_jar", [{"crawl": crawl}])
+        if rendered:
+            tx.many("count_render", [
+                {"crawl": crawl, "pattern": storable(pattern), "http": http, "browser": browser}
+                for pattern, (http, browser) in sorted(rendered.items())
+            ])  # fmt: skip
         tx.many("set_grant_outcome", grants)
         if held:
             tx.many("hold_back_origin", held)
@@ -381,6 +389,14 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLControl):
                 version = first(tx.rows("cookie_jar_version", p)) or 0
                 rows = [(url, header) for url, header in tx.rows("list_cookies", p)]
             return StoredCookies(rows, version)
+
+        return self._run(go)
+
+    def render_patterns(self, crawl: str) -> dict[str, tuple[int, int]]:
+        def go() -> dict[str, tuple[int, int]]:
+            with self._read() as tx:
+                rows = tx.rows("list_render_patterns", {"crawl": crawl})
+            return {pattern: (int(http), int(browser)) for pattern, http, browser in rows}
 
         return self._run(go)
 

@@ -294,6 +294,7 @@ class PageOutcome:
     long). ``links_skipped`` counts the malformed or unsupported links the page held,
     ``links_cut`` those beyond ``max_links_per_page`` (not followed);
     ``files`` are the downloads its records refer to (already stored on disk).
+    ``render`` is counted per URL pattern (auto rendering's memory) when the page is done.
     """
 
     lease: Lease
@@ -307,6 +308,8 @@ class PageOutcome:
     cookies: Sequence[CookieRow] = ()
     files: Sequence[FileRow] = ()
     links_cut: int = 0
+    #: auto rendering's decision for a done page: (URL pattern, needed the browser)
+    render: tuple[str, bool] | None = None
 
 
 @pickled_as_tuple

@@ -866,3 +866,16 @@ SELECT floor(extract(epoch FROM done_at - to_timestamp(%(since)s)) / 60)::int AS
 FROM frontier
 WHERE crawl = %(crawl)s AND state IN ('done', 'failed') AND done_at >= to_timestamp(%(since)s)
 GROUP BY minute ORDER BY minute;
+
+-- name: count_render
+-- many (keys distinct: store/core.py sums a group's pages per pattern)
+INSERT INTO render_patterns (crawl, pattern, http, browser)
+SELECT crawl, pattern, http, browser
+FROM unnest(%(crawl)s::text[], %(pattern)s::text[], %(http)s::bigint[], %(browser)s::bigint[])
+     AS u(crawl, pattern, http, browser)
+ON CONFLICT (crawl, pattern) DO UPDATE SET
+    http = render_patterns.http + excluded.http,
+    browser = render_patterns.browser + excluded.browser;
+
+-- name: list_render_patterns
+SELECT pattern, http, browser FROM render_patterns WHERE crawl = %(crawl)s ORDER BY pattern;

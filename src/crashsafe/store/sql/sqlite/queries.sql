@@ -664,3 +664,13 @@ WHERE e.crawl = :crawl GROUP BY e.url, d.state ORDER BY e.url, d.state;
 SELECT CAST((done_at - :since) / 60 AS INTEGER) AS minute, count(*) FROM frontier
 WHERE crawl = :crawl AND state IN ('done', 'failed') AND done_at >= :since
 GROUP BY minute ORDER BY minute;
+
+-- name: count_render
+INSERT INTO render_patterns (crawl, pattern, http, browser)
+VALUES (:crawl, :pattern, :http, :browser)
+ON CONFLICT (crawl, pattern) DO UPDATE SET
+    http = render_patterns.http + excluded.http,
+    browser = render_patterns.browser + excluded.browser;
+
+-- name: list_render_patterns
+SELECT pattern, http, browser FROM render_patterns WHERE crawl = :crawl ORDER BY pattern;

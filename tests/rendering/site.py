@@ -1,0 +1,105 @@
+"""A site whose pages need a browser, for the rendering tests: content written by scripts,
+cookies set on both sides, a script that reaches for another address, one that never
+stops, one that waits on the server."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+
+from aiohttp import web
+
+PRICE_BY_SCRIPT = """<html><body><h1>{name}</h1><script>
+var p = document.createElement('span'); p.className = 'price'; p.textContent = '{price}';
+document.body.appendChild(p);
+</script></body></html>"""
+
+STATIC = '<html><body><h1>{name}</h1><span class="price">{price}</span></body></html>'
+
+# The page reads the cookie HTTP set, shows it, and sets one of its own.
+COOKIES = """<html><body><div id="seen"></div><script>
+document.getElementById('seen').textContent = document.cookie;
+document.cookie = 'js_side=from-script; path=/';
+var p = document.createElement('span'); p.className = 'price'; p.textContent = '1';
+document.body.appendChild(p);
+</script><a href="/after">after</a></body></html>"""
+
+# A script that asks another loopback address for something, in three ways.
+REACH_OUT = """<html><body><script src="{canary}/script.js"></script><script>
+fetch('{canary}/fetch').catch(function () {{}});
+var i = new Image(); i.src = '{canary}/pixel';
+var p = document.createElement('span'); p.className = 'price'; p.textContent = 'shown';
+document.body.appendChild(p);
+</script></body></html>"""
+
+NEVER_SETTLES = "<html><body><script>while (true) {}</script></body></html>"
+
+# Fills in its price from /api/held, which the server holds while ``hold`` is set.
+HELD = """<html><body><script>
+fetch('/api/held').then(function (r) { return r.text(); }).then(function (t) {
+  var p = document.createElement('span'); p.className = 'price'; p.textContent = t;
+  document.body.appendChild(p);
+});
+</script></body></html>"""
+
+# A list that shows more items when its button is clicked (for page.browser).
+MORE = """<html><body><ul id="items"><li>a</li><li>b</li></ul>
+<button id="more" onclick="['c', 'd'].forEach(function (t) {
+  var li = document.createElement('li'); li.textContent = t;
+  document.getElementById('items').appendChild(li); });">more</button></body></html>"""
+
+
+class JsSite:
+    def __init__(self) -> None:
+        self.hits: Counter[str] = Counter()
+        self.cookies_seen: dict[str, dict[str, str]] = {}
+        self.canary = ""
+        self.held = threading.Event()  # set: /api/held waits
+        self.held_asked = threading.Event()
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", self.handle)
+        return app
+
+    def _html(self, text: str, **headers: str) -> web.Response:
+        return web.Response(text=text, content_type="text/html", headers=headers)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        path = request.path
+        self.hits[path] += 1
+        self.cookies_seen[path] = dict(request.cookies)
+        if path == "/robots.txt":
+            return web.Response(text="User-agent: *\nAllow: /\n")
+        if path == "/links":  # /links?to=/js/1&to=/hang: a page linking those
+            links = "".join(f'<a href="{to}">{to}</a>' for to in request.query.getall("to", []))
+            return self._html(f"<html><body>{links}</body></html>")
+        if path.startswith("/js/"):
+            n = path.rsplit("/", 1)[1]
+            return self._html(PRICE_BY_SCRIPT.format(name=f"js {n}", price=f"{n}.00"))
+        if path.startswith("/static/"):
+            n = path.rsplit("/", 1)[1]
+            return self._html(STATIC.format(name=f"static {n}", price=f"{n}.50"))
+        if path == "/login":
+            links = '<a href="/cookies">on</a>'
+            return self._html(f"<html><body>{links}</body></html>",
+                              **{"Set-Cookie": "http_side=from-http; Path=/"})  # fmt: skip
+        if path == "/cookies":
+            return self._html(COOKIES)
+        if path == "/after":
+            return self._html(f'<html><body><span class="price">{request.cookies}</span>')
+        if path == "/reach":
+            return self._html(REACH_OUT.format(canary=self.canary))
+        if path == "/hang":
+            return self._html(NEVER_SETTLES)
+        if path == "/held":
+            return self._html(HELD)
+        if path == "/api/held":
+            self.held_asked.set()
+            while self.held.is_set():
+                await asyncio.sleep(0.05)
+            return web.Response(text="9.99")
+        if path == "/more":
+            return self._html(MORE)
+        return web.Response(status=404)

@@ -1,0 +1,280 @@
+"""Rendered pages (issue #28): Chromium through Playwright, against real sites on loopback.
+
+Each crawl's browser runs in the test's own process tree (a worker of the test process):
+``browser_processes(os.getpid())`` finds its processes, so every test also checks that
+none is left when the crawl is over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from crashsafe import ConfigError, Page, Record, Spider, crawl
+from crashsafe.crawl.browser import browser_processes
+from crashsafe.demo.server import AppThread
+from crashsafe.demo.shop import ShopThread, needs_js, product, sku
+from crashsafe.demo.spider import DemoShopRendered
+from crashsafe.store import Store, open_store
+from tests.faults.conftest import run_crawl
+from tests.faults.test_security import Counting
+from tests.helpers import wait_for
+from tests.rendering.site import JsSite
+
+
+def no_browser_left() -> None:
+    wait_for(lambda: not browser_processes(os.getpid()), timeout=30)
+
+
+@pytest.fixture
+def site() -> Iterator[tuple[JsSite, str]]:
+    app = JsSite()
+    with AppThread(app.app()) as served:
+        yield app, served.url
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    s = open_store(db_url)
+    yield s
+    s.close()
+
+
+class Prices(Spider):
+    name = "prices"
+    max_attempts = 2
+    backoff_base = 0.01
+
+    def parse(self, page: Page) -> Iterator[Any]:
+        yield from page.follow_all(css="a::attr(href)")
+        price = page.css(".price::text").get()
+        if price is not None:
+            yield Record(page.url.rsplit("/", 1)[1], {"price": price})
+
+
+def test_pages_built_by_scripts_are_rendered_and_their_records_stored(
+    site: tuple[JsSite, str], store: Store, chromium: str
+) -> None:
+    app, url = site
+    start = f"{url}/links?" + "&".join(f"to=/js/{n}" for n in range(1, 6))
+    result = run_crawl(Prices(), store, start, render=True, browser_executable=chromium)
+    records = {r.key: r.data for r in store.iter_records("prices")}
+    assert records == {str(n): {"price": f"{n}.00"} for n in range(1, 6)}
+    assert result.stats.failed == 0
+    assert all(app.hits[f"/js/{n}"] == 1 for n in range(1, 6))  # downloaded once each
+    no_browser_left()
+
+
+def test_without_rendering_the_same_pages_have_no_price(
+    site: tuple[JsSite, str], store: Store
+) -> None:
+    """The control: as fetched, the script's price is not in the page (no Chromium needed)."""
+    _, url = site
+    run_crawl(Prices(), store, f"{url}/js/1")
+    assert list(store.iter_records("prices")) == []
+
+
+def test_auto_renders_only_the_pages_that_need_it_and_counts_them(
+    shop: Callable[..., ShopThread], any_db_url: str, chromium: str
+) -> None:
+    db_url = any_db_url
+    site = shop(listings=3, per_listing=8, js=0.5, seed=3)
+    options = site.shop.options
+    js_pages = [n for n in range(options.products) if needs_js(n, options)]
+    assert 0 < len(js_pages) < options.products  # the draw gave a mix
+    result = crawl(DemoShopRendered, db=db_url, start_urls=[f"{site.url}/list/0"],
+                   browser_executable=chromium)  # fmt: skip
+    assert result.stats.failed == 0
+    store = open_store(db_url)
+    try:
+        records = {r.key: r.data for r in store.iter_records("demo-shop-js")}
+        counts = store.render_patterns("demo-shop-js")
+    finally:
+        store.close()
+    assert records == {
+        sku(n): {k: v for k, v in product(n).items() if k != "sku"} for n in range(options.products)
+    }
+    # every JavaScript product page went to the browser, every other page did not
+    origin = site.url
+    assert counts == {
+        f"{origin}/list/*": (options.listings, 0),
+        f"{origin}/product/*": (options.products - len(js_pages), len(js_pages)),
+    }
+    # each rendered page ran its script once: its script and its data fetched once each
+    assert site.shop.counts["api"] == 2 * len(js_pages)
+    no_browser_left()
+
+
+def test_auto_learns_a_pattern_that_needs_the_browser_and_remembers_it(
+    shop: Callable[..., ShopThread], db_url: str, chromium: str
+) -> None:
+    site = shop(listings=2, per_listing=5, js=1.0)
+    crawl(DemoShopRendered, db=db_url, start_urls=[f"{site.url}/list/0"], max_pages=4,
+          browser_executable=chromium, concurrency=1)  # fmt: skip
+    store = open_store(db_url)
+    try:
+        first = store.render_patterns("demo-shop-js")
+    finally:
+        store.close()
+    assert first[f"{site.url}/product/*"][0] == 0  # no product page was fine as fetched
+    crawl(DemoShopRendered, db=db_url, start_urls=[f"{site.url}/list/0"],
+          browser_executable=chromium)  # fmt: skip
+    store = open_store(db_url)
+    try:
+        counts = store.render_patterns("demo-shop-js")
+        records = list(store.iter_records("demo-shop-js"))
+    finally:
+        store.close()
+    assert len(records) == 10
+    # the resumed run rendered product pages straight away: none was tried as fetched
+    assert counts[f"{site.url}/product/*"] == (0, 10)
+
+
+def test_cookies_go_from_http_to_the_browser_and_back(
+    site: tuple[JsSite, str], store: Store, chromium: str
+) -> None:
+    app, url = site
+
+    class Cookies(Spider):
+        name = "cookies"
+        max_attempts = 1
+
+        def parse(self, page: Page) -> Iterator[Any]:
+            if page.url.endswith("/login"):
+                yield page.follow("/cookies", render=True)
+            elif page.url.endswith("/cookies"):
+                yield Record("seen", {"cookie": page.css("#seen::text").get()})
+                yield page.follow("/after")  # fetched, not rendered
+            else:
+                yield Record("after", {"price": page.css(".price::text").get()})
+
+    run_crawl(Cookies(), store, f"{url}/login", browser_executable=chromium)
+    records = {r.key: r.data for r in store.iter_records("cookies")}
+    # HTTP -> browser: the page's script saw the cookie the login response set
+    assert records["seen"] == {"cookie": "http_side=from-http"}
+    # browser -> HTTP: the next page, fetched, carried the cookie the script set
+    assert app.cookies_seen["/after"] == {"http_side": "from-http", "js_side": "from-script"}
+    # ... and it is stored with the page, as every cookie is: a restart sends it again
+    stored = dict(header.split(";")[0].split("=", 1) for _, header in store.cookies("cookies").rows)
+    assert stored == {"http_side": "from-http", "js_side": "from-script"}
+    no_browser_left()
+
+
+@pytest.mark.parametrize("browser_allowed", [None, ("*:*",)], ids=["allow-list", "guard"])
+def test_a_script_cannot_reach_another_loopback_address(
+    site: tuple[JsSite, str], store: Store, chromium: str, browser_allowed: Any
+) -> None:
+    """The canary on 127.0.0.2 receives nothing: refused by the allow-list, or, with every
+    host allowed for the browser, by the address guard."""
+    app, url = site
+    canary = Counting()
+    with AppThread(canary.app(), host="127.0.0.2") as internal:
+        app.canary = internal.url
+        run_crawl(Prices(), store, f"{url}/reach", render=True, browser_executable=chromium,
+                  browser_allowed_domains=browser_allowed, browser_block=())  # fmt: skip
+    assert canary.hits == Counter()
+    records = {r.key: r.data for r in store.iter_records("prices")}
+    assert records == {"reach": {"price": "shown"}}  # the page itself was rendered
+    no_browser_left()
+
+
+def test_a_page_whose_script_never_settles_is_cut_at_its_budget(
+    site: tuple[JsSite, str], store: Store, chromium: str
+) -> None:
+    _, url = site
+    start = f"{url}/links?to=/hang&to=/js/7"
+    run_crawl(Prices(), store, start, render=True, render_timeout=3.0, browser_executable=chromium)
+    failed = {f.url: f.error or "" for f in store.failed("prices")}
+    assert list(failed) == [f"{url}/hang"]
+    assert "render took longer than render_timeout=3s" in failed[f"{url}/hang"]
+    assert "gave up after 2 attempts" in failed[f"{url}/hang"]
+    # the other page, rendered by the same browser, is fine
+    assert {r.key: r.data for r in store.iter_records("prices")} == {"7": {"price": "7.00"}}
+    no_browser_left()
+
+
+def test_a_browser_killed_mid_render_fails_only_that_attempt(
+    site: tuple[JsSite, str], store: Store, chromium: str
+) -> None:
+    app, url = site
+    app.held.set()
+
+    def kill_the_browser() -> None:
+        app.held_asked.wait(60)
+        for pid in browser_processes(os.getpid()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+        app.held.clear()
+
+    killer = threading.Thread(target=kill_the_browser)
+    killer.start()
+    try:
+        run_crawl(Prices(), store, f"{url}/held", render=True, browser_executable=chromium)
+    finally:
+        app.held.clear()
+        killer.join()
+    records = {r.key: r.data for r in store.iter_records("prices")}
+    assert records == {"held": {"price": "9.99"}}  # the retry, in a new browser
+    assert app.hits["/held"] == 2  # the page was fetched again for its second attempt
+    no_browser_left()
+
+
+def test_the_callback_drives_the_browser_and_rereads_the_page(
+    site: tuple[JsSite, str], store: Store, chromium: str
+) -> None:
+    class More(Spider):
+        name = "more"
+        render = True
+
+        async def parse(self, page: Page) -> AsyncIterator[Any]:
+            before = page.css("#items li::text").getall()
+            await page.browser.click("#more")
+            await page.browser.wait_for_selector("#items li:nth-child(4)")
+            await page.reread()
+            yield Record("items", {"before": before, "after": page.css("#items li::text").getall()})
+
+    _, url = site
+    run_crawl(More(), store, f"{url}/more", browser_executable=chromium)
+    records = {r.key: r.data for r in store.iter_records("more")}
+    assert records == {"items": {"before": ["a", "b"], "after": ["a", "b", "c", "d"]}}
+
+
+def test_contexts_and_the_browser_are_recycled_and_the_records_stay_right(
+    shop: Callable[..., ShopThread], db_url: str, chromium: str, caplog: Any
+) -> None:
+    site = shop(listings=2, per_listing=10, js=1.0)
+    with caplog.at_level(logging.INFO, logger="crashsafe.crawl"):
+        crawl(DemoShopRendered, db=db_url, start_urls=[f"{site.url}/list/0"],
+              browser_executable=chromium, browser_recycle_pages=3,
+              browser_max_rss_mb=1)  # fmt: skip
+    store = open_store(db_url)
+    try:
+        records = {r.key: r.data for r in store.iter_records("demo-shop-js")}
+    finally:
+        store.close()
+    assert records == {
+        sku(n): {k: v for k, v in product(n).items() if k != "sku"} for n in range(20)
+    }
+    assert "restarting it once its pages are done" in caplog.text  # over the 1 MiB ceiling
+    no_browser_left()
+
+
+def test_no_chromium_is_one_line_naming_the_install_command(
+    site: tuple[JsSite, str], db_url: str
+) -> None:
+    _, url = site
+    with pytest.raises(ConfigError, match="apt-get install chromium"):
+        crawl(Prices, db=db_url, start_urls=[f"{url}/js/1"], render=True,
+              browser_executable="/nonexistent/chromium")  # fmt: skip
+
+
+def test_auto_without_a_selector_is_refused() -> None:
+    with pytest.raises(ConfigError, match="render_when_missing"):
+        Prices.crawl_settings(render="auto")
