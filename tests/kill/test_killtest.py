@@ -21,6 +21,7 @@ from crashsafe.killtest.runner import (
     request_schedule,
     score,
 )
+from tests.chromium import required_chromium
 from tests.helpers import run_cli
 
 SMALL = ["--listings", "5", "--per-listing", "10"]
@@ -214,3 +215,32 @@ def test_killtest_with_effects_checks_files_warc_and_webhooks(tmp_path: Path) ->
     assert effects["records"] == 80 and effects["processed_unknown"] == 0
     assert effects["warc_missing"] == 0  # every listing, product and picture archived
     assert safe["repeated"] <= safe["bound"] == 8 * safe["kills_landed"]
+
+
+@pytest.mark.slow
+def test_render_killtest_holds_and_leaves_no_chromium(tmp_path: Path) -> None:
+    """killtest --render: JavaScript product pages rendered in Chromium, the crawl SIGKILLed;
+    exactly one correct record per product, and after every kill no browser process of the
+    killed crawl is left (the run counts any it finds, and ends them)."""
+    required_chromium()
+    out = tmp_path / "k.json"
+    result = run_cli(
+        "killtest", "--render", "--runs", "1", "--kills", "3", "--listings", "3",
+        "--per-listing", "8", "--json", str(out), timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = figures(out)
+    [run] = data["runs"]
+    safe = run["crashsafe"]
+    assert (safe["rows"], safe["distinct"], safe["wrong"], safe["missing"]) == (24, 24, 0, 0)
+    assert safe["browsers_left"] == 0 and safe["kills_landed"] >= 1
+    assert safe["repeated"] <= safe["bound"] == 4 * safe["kills_landed"]
+    assert run["naive"]["wrong"] == run["naive"]["rows"]  # HTML only: no prices at all
+    assert "no browser process outlived its crawl" in result.stdout
+
+
+def test_a_browser_left_behind_breaks_the_guarantee() -> None:
+    result = KillTestResult(KillTestOptions(render=True), Calibration(0.5, 2.0))
+    out = Outcome("crashsafe", rows=500, distinct=500, kills_landed=2, browsers_left=1)
+    out.final_exit = [0]
+    assert result.violations(out) == ["Chromium left running after 1 kill(s)"]

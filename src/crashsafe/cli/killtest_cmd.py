@@ -105,6 +105,13 @@ def parse_window(text: str) -> tuple[float, float]:
     help="crashsafe also downloads every product's picture and writes a WARC archive; "
     "then its outbox is delivered to a local receiver while the dispatcher is killed too.",
 )
+@click.option(
+    "--render",
+    is_flag=True,
+    help="The shop's product pages are built by JavaScript (demo-site --js) and crashsafe "
+    "renders them in Chromium; after every kill, no Chromium of the killed crawl may be "
+    "left running.",
+)
 def killtest(
     mode: str,
     runs: int,
@@ -127,6 +134,7 @@ def killtest(
     scraper: str,
     db: str | None,
     effects: bool,
+    render: bool,
 ) -> None:
     """Kill a naive scraper and crashsafe at the same random moments; compare what they store.
 
@@ -148,6 +156,7 @@ def killtest(
             "--listings/--per-listing": (listings, per_listing) != (25, 20),
             "--db": db is not None, "--scraper": scraper != "crashsafe",
             "--effects": effects,
+            "--render": render,
         }  # fmt: skip
         given = [name for name, used in crawl_only.items() if used]
         if given:
@@ -178,6 +187,7 @@ def killtest(
         db=check_db(db),
         scraper=scraper,
         effects=effects,
+        render=render,
         shop=ShopOptions(
             listings=listings,
             per_listing=per_listing,
@@ -186,6 +196,7 @@ def killtest(
             tracking=tracking,
             dup_links=dup_links,
             seed=seed,
+            js=1.0 if render else 0.0,
         ),
     )
     result = run_killtest(

@@ -89,6 +89,7 @@ class ShopProcess(ServiceProcess):
             "--pager", str(o.pager),
         ]  # fmt: skip
         args += ["--tracking"] * o.tracking + ["--dup-links"] * o.dup_links
+        args += ["--js-share", str(o.js)] * bool(o.js)
         super().__init__(args)
         self.options = options
 

@@ -44,6 +44,7 @@ class KillTestOptions:
     db: str | None = None  # a PostgreSQL database for crashsafe (default: SQLite files)
     scraper: str = "crashsafe"  # or "scrapy": Scrapy under the adapter vs Scrapy + JOBDIR
     effects: bool = False  # crashsafe downloads, archives, and its outbox is delivered
+    render: bool = False  # JavaScript product pages, rendered in Chromium by crashsafe
 
     def __post_init__(self) -> None:
         low, high = self.kill_window
@@ -55,6 +56,9 @@ class KillTestOptions:
             raise ConfigError("--lease-ahead must be >= 0")
         if self.scraper not in ("crashsafe", "scrapy"):
             raise ConfigError(f"--scraper {self.scraper!r}: use crashsafe or scrapy")
+        if self.render and (self.scraper == "scrapy" or self.effects):
+            raise ConfigError("--render is for crashsafe's own crawl: leave out --scraper "
+                              "and --effects")  # fmt: skip
         if self.effects and self.scraper == "scrapy":
             raise ConfigError("--effects is for crashsafe's own crawl: leave out --scraper")
         if self.scraper == "scrapy" and (self.workers > 1 or self.db or self.lease_ahead):
@@ -101,6 +105,8 @@ class KillTestResult:
             problems.append(f"{outcome.repeated} repeated requests > bound {self.bound(outcome)}")
         if outcome.effects is not None:
             problems += outcome.effects.problems()
+        if outcome.browsers_left:
+            problems.append(f"Chromium left running after {outcome.browsers_left} kill(s)")
         if any(code != 0 for code in outcome.final_exit):
             said = "; ".join(dict.fromkeys(outcome.final_errors))  # each message once
             problems.append(
@@ -134,7 +140,7 @@ def run_killtest(
     attempts = options.kills * options.workers + options.shop.error_attempts + 1
     crashsafe: Scraper = CrashsafeScraper(
         concurrency=options.concurrency, lease_ahead=options.lease_ahead, db=options.db,
-        max_attempts=max(5, attempts), effects=options.effects,
+        max_attempts=max(5, attempts), effects=options.effects, render=options.render,
     )  # fmt: skip
     scrapers: list[Scraper] = [NaiveScraper(), crashsafe]
     if options.scraper == "scrapy":  # the same kills for Scrapy, with and without crashsafe
@@ -185,6 +191,7 @@ def _run_all(
                     catalogue,
                     sig=options.sig,
                     tag=f"-r{run + 1}",
+                    browsers=options.render and scraper is crashsafe,
                 )
                 outcomes[scraper.name] = out
                 if options.effects and scraper is crashsafe:

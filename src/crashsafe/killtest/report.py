@@ -122,6 +122,12 @@ def verdicts(result: KillTestResult) -> list[str]:
             f"for {worst.kills_landed} kills (bound {result.bound(worst)}), "
             f"{_span([o.seconds for o in safe], '{:.1f}')} s"
         )
+        if result.options.render:
+            lines.append(
+                f"{' ' * width}rendered in Chromium — no browser process outlived its crawl "
+                f"after any of the {sum(o.kills_landed for o in safe)} kills or final runs; "
+                f"{result.label('naive')} reads the HTML only (no prices: wrong rows)"
+            )
         effects = [o.effects for o in safe if o.effects is not None]
         if effects:
             lines.append(
@@ -168,6 +174,7 @@ def to_json(result: KillTestResult) -> dict[str, Any]:
             "workers": o.workers,
             "scraper": o.scraper,
             "effects": o.effects,
+            "render": o.render,
             "labels": {role: result.label(role) for role in ("naive", "crashsafe")},
             "signal": o.sig.name,
             "shop": dataclasses.asdict(o.shop),

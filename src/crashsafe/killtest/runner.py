@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import signal
 import subprocess
@@ -20,6 +22,7 @@ FINAL_TIMEOUT = 900.0  # seconds for the last, uninterrupted run
 GRACEFUL_TIMEOUT = 60.0  # after SIGINT, before we give up and SIGKILL
 START_TIMEOUT = 60.0  # for a (re)started process to make its first request
 POLL = 0.01
+BROWSER_GONE_TIMEOUT = 10.0  # seconds for a killed crawl's Chromium to go
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,7 @@ class Outcome:
     final_exit: list[int] = field(default_factory=list)
     final_errors: list[str] = field(default_factory=list)  # last line of a failed final run
     effects: EffectsOutcome | None = None  # killtest --effects: files, WARC, webhooks
+    browsers_left: int = 0  # killtest --render: kills after which Chromium outlived its crawl
 
     @property
     def duplicates(self) -> int:
@@ -129,9 +133,12 @@ def run_one(
     *,
     sig: signal.Signals = signal.SIGKILL,
     tag: str = "",
+    browsers: bool = False,
 ) -> Outcome:
     """Kill ``scraper`` per ``schedule`` (one list per worker: requests each restarted
-    process makes before its kill, see :func:`request_schedule`), then let it finish."""
+    process makes before its kill, see :func:`request_schedule`), then let it finish.
+    With ``browsers``, after each kill and each final run the process's Chromium must be
+    gone (within :data:`BROWSER_GONE_TIMEOUT`); one that is not is counted, then ended."""
     workdir.mkdir(parents=True, exist_ok=True)
     shop.reset()
     outcome = Outcome(scraper.name)
@@ -152,8 +159,10 @@ def run_one(
             if not _wait_requests(shop, proc, agent, since, count):
                 return  # it finished before the kill: nothing left to kill
             stop_process(proc, sig)
+            left = browsers and not _browser_gone(proc.pid)
             with lock:
                 outcome.kills_landed += 1
+                outcome.browsers_left += left
 
     started = time.monotonic()
     threads = [threading.Thread(target=worker, args=(n, d)) for n, d in enumerate(schedule)]
@@ -176,6 +185,8 @@ def run_one(
             proc.kill()
             _, err = proc.communicate()
         outcome.final_exit.append(proc.returncode)
+        if browsers and not _browser_gone(proc.pid):
+            outcome.browsers_left += 1
         if proc.returncode != 0:
             lines = err.decode(errors="replace").strip().splitlines() or ["(nothing on stderr)"]
             outcome.final_errors.append(lines[-1])
@@ -192,6 +203,22 @@ def run_one(
         outcome.minimum = stats["distinct_pages"] + stats["errors"]
         outcome.repeated = stats["repeated"]
     return outcome
+
+
+def _browser_gone(pid: int) -> bool:
+    """Whether the Chromium of the crawl process ``pid`` is gone (waited for up to
+    :data:`BROWSER_GONE_TIMEOUT`); if not, its processes are ended, and False."""
+    from crashsafe.crawl.browser import browser_processes
+
+    deadline = time.monotonic() + BROWSER_GONE_TIMEOUT
+    while browser_processes(pid):
+        if time.monotonic() > deadline:
+            for left in browser_processes(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(left, signal.SIGKILL)
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def calibrate(scraper: Scraper, shop: ShopProcess, workdir: Path) -> Calibration:

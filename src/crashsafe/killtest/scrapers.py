@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from crashsafe.demo.spider import DemoShop
+from crashsafe.demo.spider import DemoShop, DemoShopRendered
 from crashsafe.errors import StoreError
 from crashsafe.store import open_store
 
@@ -74,6 +74,7 @@ class CrashsafeScraper(Scraper):
     backoff_base: float = 0.1
     db: str | None = None
     max_attempts: int = 5
+    render: bool = False  # DemoShopRendered on a shop of JavaScript product pages
 
     def db_url(self, workdir: Path) -> str:
         if self.db is None:
@@ -91,6 +92,8 @@ class CrashsafeScraper(Scraper):
 
     def command(self, shop_url: str, workdir: Path, agent: str) -> list[str]:
         spider = "photos:DemoShopPhotos" if self.effects else "spider:DemoShop"
+        if self.render:
+            spider = "spider:DemoShopRendered"
         effects = ["--files", str(workdir / "files"), "--warc", str(workdir / "warc")]
         return [
             sys.executable, "-m", "crashsafe", "crawl", f"crashsafe.demo.{spider}",
@@ -112,7 +115,7 @@ class CrashsafeScraper(Scraper):
         try:
             return [
                 (r.key, r.data.get("name"), r.data.get("price"))
-                for r in store.iter_records(DemoShop.name)
+                for r in store.iter_records(DemoShopRendered.name if self.render else DemoShop.name)
             ]
         finally:
             store.close()
