@@ -112,6 +112,19 @@ class _Context:
     pages: int = 0  # pages started in it
     open: int = 0  # pages in it now
     retired: bool = False
+    idle: list[Any] = field(default_factory=list)  # open pages, waiting for the next URL
+
+
+@dataclass(eq=False)
+class Lent:
+    """A page lent by :meth:`BrowserPool.page`. ``fresh``: never used before (its request
+    routing is not set up yet). Set ``keep`` False when the page must not be reused (it
+    failed, its script never stopped): it is closed instead."""
+
+    page: Any
+    context: Any
+    fresh: bool
+    keep: bool = True
 
 
 @dataclass(eq=False)
@@ -135,6 +148,7 @@ class BrowserPool:
         self._launching = asyncio.Lock()
         self._slots = asyncio.Semaphore(settings.browser_concurrency)
         self._pages = 0
+        self._idle = 0  # pages open between two uses, in all contexts
         self._drained = asyncio.Condition()
         self._restart = False  # over the memory ceiling: restart once its pages are done
         self.launches = 0
@@ -153,6 +167,7 @@ class BrowserPool:
                     await self._drained.wait_for(lambda: draining.open == 0)
                 self._restart = False
                 self._current = None
+                self._idle -= sum(len(c.idle) for c in current.contexts.values())
                 with contextlib.suppress(Exception):
                     await current.browser.close()
                 current = None
@@ -183,6 +198,10 @@ class BrowserPool:
         if not launched.crashed and not self._closed and self._current is launched:
             self.crashes += 1
             logger.warning("the browser closed unexpectedly: the pages it rendered are retried")
+        if not launched.crashed:
+            self._idle -= sum(len(c.idle) for c in launched.contexts.values())
+            for c in launched.contexts.values():
+                c.idle.clear()
         launched.crashed = True
         if self._current is launched:
             self._current = None
@@ -198,8 +217,10 @@ class BrowserPool:
         return ctx
 
     @contextlib.asynccontextmanager
-    async def page(self, origin: str) -> AsyncIterator[tuple[Any, Any]]:
-        """A new page (and its context) for a URL of ``origin``, closed on exit."""
+    async def page(self, origin: str) -> AsyncIterator[Lent]:
+        """A page (and its context) for a URL of ``origin``. Pages are reused: a new tab
+        costs Chromium a renderer process, a navigation in an open one does not. At most
+        ``browser_concurrency`` pages wait open between two uses."""
         async with self._slots:
             launched = await self._browser()
             ctx = await self._context(launched, origin)
@@ -208,19 +229,39 @@ class BrowserPool:
             launched.open += 1
             if ctx.pages >= self.settings.browser_recycle_pages:
                 ctx.retired = True  # no new pages in it; closed with its last one
+            lent = None
             try:
-                page = await ctx.context.new_page()
+                while ctx.idle and lent is None:
+                    page = ctx.idle.pop()
+                    self._idle -= 1
+                    if not page.is_closed():
+                        lent = Lent(page, ctx.context, fresh=False)
+                if lent is None:
+                    lent = Lent(await ctx.context.new_page(), ctx.context, fresh=True)
                 try:
-                    yield page, ctx.context
+                    yield lent
                 finally:
-                    with contextlib.suppress(Exception):
-                        await page.close()
+                    reuse = (
+                        lent.keep
+                        and not ctx.retired
+                        and not launched.crashed
+                        and self._idle < self.settings.browser_concurrency
+                        and not lent.page.is_closed()
+                    )
+                    if reuse:
+                        ctx.idle.append(lent.page)
+                        self._idle += 1
+                    else:
+                        with contextlib.suppress(Exception):
+                            await lent.page.close()
             finally:
                 ctx.open -= 1
                 launched.open -= 1
                 if ctx.retired and ctx.open == 0:
                     if launched.contexts.get(origin) is ctx:
                         del launched.contexts[origin]
+                    self._idle -= len(ctx.idle)
+                    ctx.idle.clear()
                     with contextlib.suppress(Exception):
                         await ctx.context.close()
                 self._pages += 1

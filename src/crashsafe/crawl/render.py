@@ -36,7 +36,7 @@ from yarl import URL
 
 from crashsafe.crawl.addresses import AddressGuard, AddressRefused
 from crashsafe.crawl.allow import AllowList, BadLink, check_raw, host_and_port
-from crashsafe.crawl.browser import BrowserPool, find_chromium, playwright_api
+from crashsafe.crawl.browser import BrowserPool, Lent, find_chromium, playwright_api
 from crashsafe.crawl.fetch import (
     PermanentFetchError,
     Response,
@@ -124,6 +124,7 @@ class Renderer:
         self._pool = pool
         self.blocked_types = frozenset(settings.browser_block)
         self.rendered = 0
+        self._states: dict[Any, _PageState] = {}  # page -> what it is rendering now
 
     def check(self) -> None:
         """ConfigError, in one line, if pages cannot be rendered here (no Chromium, no
@@ -159,11 +160,16 @@ class Renderer:
         stack = contextlib.AsyncExitStack()
         origin = "{0.scheme}://{0.netloc}".format(urlsplit(resp.url))
         state = _PageState(resp)
+        lent: Lent | None = None
         try:
             async with asyncio.timeout(budget):
-                page, context = await stack.enter_async_context(self.pool.page(origin))
+                lent = await stack.enter_async_context(self.pool.page(origin))
+                page, context = lent.page, lent.context
+                self._states[page] = state
+                stack.callback(self._states.pop, page, None)
                 await self._give_cookies(context, resp.url)
-                await page.route("**/*", lambda route: self._route(route, state))
+                if lent.fresh:
+                    await page.route("**/*", lambda route: self._route_of(page, route))
                 await page.goto(resp.url, wait_until="load")
                 wait_for = self.settings.render_wait_for or self.settings.render_when_missing
                 if wait_for:
@@ -175,12 +181,15 @@ class Renderer:
                 url = page.url if page.url.startswith(("http://", "https://")) else resp.url
                 js_cookies = await self._take_cookies(context, url)
         except TimeoutError:
+            _discard(lent)
             await stack.aclose()  # closing the page ends a script that never stops
             raise RenderFailed(f"render took longer than render_timeout={budget:g}s") from None
         except asyncio.CancelledError:
+            _discard(lent)
             await stack.aclose()
             raise
         except Exception as exc:  # the browser crashed or closed, the page failed to load
+            _discard(lent)
             await stack.aclose()
             if isinstance(exc, RenderFailed | PermanentFetchError):
                 raise
@@ -228,13 +237,25 @@ class Renderer:
                 new.append((url, header))
         return new
 
+    async def _route_of(self, page: Any, route: Any) -> None:
+        state = self._states.get(page)
+        if state is None:  # between two pages (a late request of the last one): refused
+            with contextlib.suppress(Exception):
+                await route.abort("blockedbyclient")
+            return
+        await self._route(route, state)
+
     async def _route(self, route: Any, state: _PageState) -> None:
         """One request of the rendered page: the document from the response already
         fetched, anything else fetched by the crawl's session, or refused."""
         try:
             request = route.request
             url = request.url
-            if state.document is not None and request.is_navigation_request():
+            if (
+                state.document is not None
+                and request.is_navigation_request()
+                and request.frame.parent_frame is None  # the page's own, not a frame's
+            ):
                 doc, state.document = state.document, None
                 await route.fulfill(status=doc.status, headers=_browser_headers(doc.headers),
                                     body=doc.body)  # fmt: skip
@@ -300,6 +321,11 @@ def _browser_headers(headers: Mapping[str, str]) -> dict[str, str]:
             continue
         out[key] = f"{out[key]}\n{value}" if key in out and key == "set-cookie" else value
     return out
+
+
+def _discard(lent: Lent | None) -> None:
+    if lent is not None:
+        lent.keep = False  # a page that failed is closed, not reused
 
 
 def _short(exc: BaseException) -> str:
