@@ -150,7 +150,7 @@ def crawlee_items(storage: Path) -> callable:  # type: ignore[valid-type]
 def contenders(base: str, tmp: Path, c: int, chromium: str, mixed: bool) -> dict[str, tuple]:
     def cs(name: str, *extra: str) -> tuple:
         db = tmp / f"{name}.db"
-        cmd = [PY, "-m", "crashsafe", "crawl", "crashsafe.demo.spider:DemoShopRendered",
+        cmd = [PY, "-m", "crashsafe", "crawl", "crashsafe.demo.rendered:DemoShopRendered",
                "--no-progress", "--db", f"sqlite:///{db}", "--start-url", f"{base}/list/0",
                "--concurrency", str(c), "--set", f"browser_concurrency={c}",
                "--set", f"browser_executable={chromium}", *extra]  # fmt: skip

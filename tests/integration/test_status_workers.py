@@ -22,10 +22,11 @@ def status(db_url: str) -> dict[str, Any]:
 def test_status_lists_live_and_dead_workers(
     shop: Callable[..., ShopThread], any_db_url: str
 ) -> None:
-    site = shop(listings=6, per_listing=20, latency_ms=100)
-    # One page at a time: the crawl takes 13 s or more, so the worker is still alive for
+    site = shop(listings=6, per_listing=20, latency_ms=400)
+    # One page at a time: the crawl takes 50 s or more, so the worker is still alive for
     # every look below however slow a loaded machine makes them (at concurrency 4 it
-    # finished between two of them once, and left no worker to show).
+    # finished between two of them once, and at 13 s a whole run on a machine loaded by
+    # a Chromium crawl beside it was done before the last look: no worker to show).
     args = crawl_args(site, any_db_url, "--concurrency", "1")
     proc = start_cli(*args)
     try:

@@ -33,6 +33,22 @@ var p = document.createElement('span'); p.className = 'price'; p.textContent = '
 document.body.appendChild(p);
 </script></body></html>"""
 
+# Every way out a page has, towards the canary: a popup, a link and a form opening a new
+# tab, a frame, a WebSocket, a beacon, a preconnect hint.
+ESCAPES = """<html><head><link rel="preconnect" href="{canary}"><link rel="dns-prefetch"
+href="{canary}"></head><body>
+<a id="blank" href="{canary}/blank-link" target="_blank">x</a>
+<form id="form" action="{canary}/form" method="post" target="_blank"><input name="a" value="1">
+</form><iframe src="{canary}/frame"></iframe><script>
+window.open('{canary}/popup');
+document.getElementById('blank').click();
+document.getElementById('form').submit();
+try {{ new WebSocket('{ws}/socket'); }} catch (e) {{}}
+navigator.sendBeacon('{canary}/beacon', 'x');
+var p = document.createElement('span'); p.className = 'price'; p.textContent = 'escaped?';
+document.body.appendChild(p);
+</script></body></html>"""
+
 NEVER_SETTLES = "<html><body><script>while (true) {}</script></body></html>"
 
 # Fills in its price from /api/held, which the server holds while ``hold`` is set.
@@ -48,6 +64,42 @@ MORE = """<html><body><ul id="items"><li>a</li><li>b</li></ul>
 <button id="more" onclick="['c', 'd'].forEach(function (t) {
   var li = document.createElement('li'); li.textContent = t;
   document.getElementById('items').appendChild(li); });">more</button></body></html>"""
+
+
+class TcpCanary:
+    """A bare TCP listener on 127.0.0.2 counting every connection made to it, bytes or
+    none (a connect alone is enough to probe an internal port)."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.2", 0))
+        self.sock.listen(64)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.2:{self.port}"
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()
 
 
 class JsSite:
@@ -91,6 +143,13 @@ class JsSite:
             return self._html(f'<html><body><span class="price">{request.cookies}</span>')
         if path == "/reach":
             return self._html(REACH_OUT.format(canary=self.canary))
+        if path == "/escape":
+            ws = self.canary.replace("http://", "ws://")
+            return self._html(ESCAPES.format(canary=self.canary, ws=ws))
+        if path.startswith("/item/"):  # /item/0 sold out: no price, rendered or not
+            n = int(path.rsplit("/", 1)[1])
+            price = "" if n == 0 else f'<span class="price">{n}.25</span>'
+            return self._html(f"<html><body><h1>item {n}</h1>{price}</body></html>")
         if path == "/hang":
             return self._html(NEVER_SETTLES)
         if path == "/held":

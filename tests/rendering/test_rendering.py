@@ -19,14 +19,14 @@ import pytest
 
 from crashsafe import ConfigError, Page, Record, Spider, crawl
 from crashsafe.crawl.browser import browser_processes
+from crashsafe.demo.rendered import DemoShopRendered
 from crashsafe.demo.server import AppThread
 from crashsafe.demo.shop import ShopThread, needs_js, product, sku
-from crashsafe.demo.spider import DemoShopRendered
 from crashsafe.store import Store, open_store
 from tests.faults.conftest import run_crawl
 from tests.faults.test_security import Counting
 from tests.helpers import wait_for
-from tests.rendering.site import JsSite
+from tests.rendering.site import JsSite, TcpCanary
 
 
 def no_browser_left() -> None:
@@ -57,6 +57,10 @@ class Prices(Spider):
         price = page.css(".price::text").get()
         if price is not None:
             yield Record(page.url.rsplit("/", 1)[1], {"price": price})
+
+
+class HeldPrices(Prices):
+    render_wait_for = ".price"  # /held's price comes when the server lets its API answer
 
 
 def test_pages_built_by_scripts_are_rendered_and_their_records_stored(
@@ -216,7 +220,7 @@ def test_a_browser_killed_mid_render_fails_only_that_attempt(
     killer = threading.Thread(target=kill_the_browser)
     killer.start()
     try:
-        run_crawl(Prices(), store, f"{url}/held", render=True, browser_executable=chromium)
+        run_crawl(HeldPrices(), store, f"{url}/held", render=True, browser_executable=chromium)
     finally:
         app.held.clear()
         killer.join()
@@ -253,7 +257,7 @@ def test_contexts_and_the_browser_are_recycled_and_the_records_stay_right(
     with caplog.at_level(logging.INFO, logger="crashsafe.crawl"):
         crawl(DemoShopRendered, db=db_url, start_urls=[f"{site.url}/list/0"],
               browser_executable=chromium, browser_recycle_pages=3,
-              browser_max_rss_mb=1)  # fmt: skip
+              browser_max_memory_mb=1)  # fmt: skip
     store = open_store(db_url)
     try:
         records = {r.key: r.data for r in store.iter_records("demo-shop-js")}
@@ -278,3 +282,111 @@ def test_no_chromium_is_one_line_naming_the_install_command(
 def test_auto_without_a_selector_is_refused() -> None:
     with pytest.raises(ConfigError, match="render_when_missing"):
         Prices.crawl_settings(render="auto")
+
+
+def test_no_way_out_of_a_rendered_page_reaches_a_forbidden_address(
+    site: tuple[JsSite, str], store: Store, chromium: str
+) -> None:
+    """Popups, new tabs, a form, a frame, a WebSocket, a beacon and preconnect hints aimed
+    at 127.0.0.2, with every host allowed for the browser: not one connection arrives (the
+    address guard refuses what is routed; Chromium's own connections go to a proxy that
+    does not exist)."""
+    app, url = site
+    canary = TcpCanary()
+    try:
+        app.canary = canary.url
+        run_crawl(Prices(), store, f"{url}/escape", render=True, browser_executable=chromium,
+                  browser_allowed_domains=("*:*",), browser_block=())  # fmt: skip
+    finally:
+        canary.close()
+    assert canary.connections == 0
+    assert {r.key for r in store.iter_records("prices")} == {"escape"}
+    no_browser_left()
+
+
+def test_auto_is_not_sent_to_the_browser_by_a_page_it_does_not_help(
+    site: tuple[JsSite, str], db_url: str, chromium: str
+) -> None:
+    """/item/0 has no price rendered or not (sold out): rendering it did not help, so the
+    pattern's other pages, whole as fetched, are not rendered."""
+    _, url = site
+
+    class Items(Prices):
+        render = "auto"
+        render_when_missing = ".price, a"
+
+    start = f"{url}/links?" + "&".join(f"to=/item/{n}" for n in range(10))
+    crawl(Items, db=db_url, start_urls=[start], browser_executable=chromium, concurrency=1)
+    store = open_store(db_url)
+    try:
+        counts = store.render_patterns("prices")
+        records = {r.key for r in store.iter_records("prices")}
+    finally:
+        store.close()
+    assert counts[f"{url}/item/*"] == (10, 0)
+    assert records == {str(n) for n in range(1, 10)}
+
+
+def test_a_request_to_render_without_chromium_stops_the_crawl_and_keeps_the_page(
+    site: tuple[JsSite, str], db_url: str
+) -> None:
+    _, url = site
+
+    class One(Prices):
+        def parse(self, page: Page) -> Iterator[Any]:
+            yield page.follow("/js/1", render=True)
+
+    with pytest.raises(ConfigError, match="apt-get install chromium"):
+        crawl(One, db=db_url, start_urls=[f"{url}/links"],
+              browser_executable="/nonexistent/chromium")  # fmt: skip
+    store = open_store(db_url)
+    try:
+        assert store.failed("prices") == []  # not failed: it waits for a machine with one
+        assert store.stats("prices").pending == 1
+    finally:
+        store.close()
+
+
+def test_a_driver_killed_mid_render_fails_only_that_attempt(
+    site: tuple[JsSite, str], store: Store, chromium: str
+) -> None:
+    """Playwright's driver (node) dies and takes the browser along: the page is retried
+    with a new driver and browser."""
+    app, url = site
+    app.held.set()
+
+    def kill_the_driver() -> None:
+        app.held_asked.wait(60)
+        for pid in _children(os.getpid()):
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"playwright" in f.read():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, 9)
+        app.held.clear()
+
+    killer = threading.Thread(target=kill_the_driver)
+    killer.start()
+    try:
+        run_crawl(HeldPrices(), store, f"{url}/held", render=True, browser_executable=chromium)
+    finally:
+        app.held.clear()
+        killer.join()
+    failed = [(f.url, f.error) for f in store.failed("prices")]
+    assert failed == []
+    assert {r.key: r.data for r in store.iter_records("prices")} == {"held": {"price": "9.99"}}
+    assert app.hits["/held"] == 2
+    no_browser_left()
+
+
+def _children(parent: int) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(b")") + 2 :].split()[1]) == parent:
+                found.append(int(entry.name))
+    return found

@@ -73,7 +73,7 @@ async def assemble(
     )
     processor.renderer = Renderer(
         settings=settings, session=session, guard=guard, allowed=browser_allowed,
-        send_for=sends.send,
+        send_for=sends.send, robots=lambda: processor.robots,
     )  # fmt: skip
     if settings.render:
         processor.renderer.check()  # no Chromium, no Playwright: said before any page

@@ -5,13 +5,16 @@ the first page that needs it and never outliving its worker.
   PATH; missing, the crawl stops with one line naming the install command.
 - Bounded: at most ``browser_concurrency`` pages at once; one context per origin,
   replaced after ``browser_recycle_pages`` pages; the whole browser restarted, once its
-  pages are done, when its processes use more than ``browser_max_rss_mb`` together.
+  pages are done, when its processes use more than ``browser_max_memory_mb`` together
+  (their PSS: memory they share counted once, where RSS would count it per process).
+- Cut off: Chromium is started with a proxy that does not exist (loopback included), so
+  the only way out for a page is the crawl's own session (crawl/render.py).
 - Dies with its worker: Playwright's driver closes the browser when the worker's end of
   its pipe closes (a SIGKILL included); every process of the browser carries
   ``CRASHSAFE_BROWSER_OF=<worker pid>`` in its environment, which is how
   :func:`browser_processes` (the kill tests, the memory ceiling) finds them.
-- A browser that crashes fails only the pages it was rendering; the next page starts a
-  new one.
+- A browser that crashes (or whose driver dies, or that stops answering) fails only the
+  pages it was rendering; the next page starts a new one.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import contextlib
 import logging
 import os
 import shutil
-from collections.abc import AsyncIterator
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +37,9 @@ logger = logging.getLogger("crashsafe.crawl")
 MARKER = "CRASHSAFE_BROWSER_OF"
 INSTALL = "apt-get install chromium"
 MEMORY_CHECK_EVERY = 8  # pages between two looks at the browser's memory
+CLOSE_TIMEOUT = 5.0  # seconds a page, context or browser may take to close before it is killed
+#: Where Chromium's own connections go: nowhere (nothing listens on port 1), loopback too.
+NO_NETWORK = ["--proxy-server=http://127.0.0.1:1", "--proxy-bypass-list=<-loopback>"]
 
 
 def find_chromium(executable: str | None) -> str:
@@ -66,9 +73,10 @@ def playwright_api() -> Any:
 
 
 def browser_processes(owner: int | None = None) -> dict[int, int]:
-    """``{pid: rss bytes}`` of the browser processes of worker ``owner`` (a pid; None:
-    of any worker), found by their :data:`MARKER` and, for children that do not carry
-    it, by their parent."""
+    """``{pid: memory in bytes}`` of the browser processes of worker ``owner`` (a pid;
+    None: of any worker), found by their :data:`MARKER` and, for children that do not
+    carry it, by their parent. Memory is the PSS (shared pages divided among the
+    processes that share them), or the RSS where the kernel does not say."""
     wanted = f"{MARKER}=".encode() + (b"" if owner is None else f"{owner}\0".encode())
     parents: dict[int, int] = {}
     marked: set[int] = set()
@@ -94,15 +102,22 @@ def browser_processes(owner: int | None = None) -> dict[int, int]:
             if parent in tree and pid not in tree:
                 tree.add(pid)
                 grew = True
-    page = os.sysconf("SC_PAGE_SIZE")
-    sizes: dict[int, int] = {}
-    for pid in tree:
-        try:
-            with open(f"/proc/{pid}/statm", "rb") as f:
-                sizes[pid] = int(f.read().split()[1]) * page
-        except (OSError, ValueError, IndexError):
-            continue
-    return sizes
+    return {pid: size for pid in tree if (size := _memory(pid)) is not None}
+
+
+def _memory(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 @dataclass(eq=False)
@@ -138,8 +153,16 @@ class _Launched:
 class BrowserPool:
     """Pages of one worker's Chromium: ``async with pool.page(origin) as page``."""
 
-    def __init__(self, settings: CrawlSettings, *, user_agent: str) -> None:
+    def __init__(
+        self,
+        settings: CrawlSettings,
+        *,
+        user_agent: str,
+        on_context: Callable[[Any], Awaitable[None]] | None = None,
+    ) -> None:
         self.settings = settings
+        self.on_context = on_context  # sets up each new context (its request routing)
+        self._contexts = asyncio.Lock()
         self.user_agent = user_agent
         self.executable = find_chromium(settings.browser_executable)
         self._start = playwright_api()
@@ -155,6 +178,7 @@ class BrowserPool:
         self.restarts_for_memory = 0
         self.crashes = 0
         self._closed = False
+        self._stopping: set[asyncio.Future[None]] = set()  # drivers being stopped
 
     async def _browser(self) -> _Launched:
         async with self._launching:
@@ -165,17 +189,16 @@ class BrowserPool:
                 draining = current
                 async with self._drained:  # new pages wait until its pages are done
                     await self._drained.wait_for(lambda: draining.open == 0)
-                self._restart = False
                 self._current = None
                 self._idle -= sum(len(c.idle) for c in current.contexts.values())
-                with contextlib.suppress(Exception):
-                    await current.browser.close()
+                await self._close(current.browser, current)
                 current = None
             if current is not None and not current.crashed:
                 return current
             if self._playwright is None:
                 self._playwright = await self._start().start()
-            args = ["--disable-dev-shm-usage"]
+            self._restart = False  # (a crash may have come first: this one is new)
+            args = ["--disable-dev-shm-usage", *NO_NETWORK]
             if hasattr(os, "geteuid") and os.geteuid() == 0:
                 args.append("--no-sandbox")  # Chromium's sandbox refuses to start as root
             browser = await self._playwright.chromium.launch(
@@ -207,14 +230,64 @@ class BrowserPool:
             self._current = None
 
     async def _context(self, launched: _Launched, origin: str) -> _Context:
-        ctx = launched.contexts.get(origin)
-        if ctx is None or ctx.retired:
-            context = await launched.browser.new_context(
-                user_agent=self.user_agent, service_workers="block", accept_downloads=False
-            )
-            context.set_default_timeout(self.settings.render_timeout * 1000)
-            ctx = launched.contexts[origin] = _Context(context, launched.browser)
-        return ctx
+        async with self._contexts:  # one context per origin, however many pages ask at once
+            ctx = launched.contexts.get(origin)
+            if ctx is None or ctx.retired:
+                context = await launched.browser.new_context(
+                    user_agent=self.user_agent, service_workers="block", accept_downloads=False
+                )
+                context.set_default_timeout(self.settings.render_timeout * 1000)
+                if self.on_context is not None:
+                    await self.on_context(context)
+                ctx = launched.contexts[origin] = _Context(context, launched.browser)
+            return ctx
+
+    async def _close(self, thing: Any, launched: _Launched) -> None:
+        """Close a page, context or browser of ``launched``; one that does not close in
+        :data:`CLOSE_TIMEOUT` (a stopped or hung browser) has its browser killed."""
+        try:
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await thing.close()
+        except TimeoutError:
+            logger.warning("the browser did not answer in %gs: killing it", CLOSE_TIMEOUT)
+            self._kill(launched)
+        except Exception:  # already closed, or its browser gone
+            pass
+
+    def _kill(self, launched: _Launched) -> None:
+        """End the worker's browser processes (one that hangs), and start afresh."""
+        for pid in browser_processes(os.getpid()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self._lost(launched)
+        self._playwright_lost()
+
+    def _playwright_lost(self) -> None:
+        """Playwright's driver is gone or unusable: the next page starts a new one."""
+        driver, self._playwright = self._playwright, None
+        if driver is not None:
+            task = asyncio.ensure_future(_stop_quietly(driver))
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
+
+    async def check_alive(self, error: BaseException) -> None:
+        """After ``error`` in a page: if the browser or Playwright's driver is gone, the
+        next page launches anew (a driver that died takes its browser along, and says
+        nothing)."""
+        current = self._current
+        if current is None:
+            return
+        gone = not current.browser.is_connected() or "connection closed" in str(error).lower()
+        if not gone:
+            try:
+                async with asyncio.timeout(CLOSE_TIMEOUT):
+                    context = await current.browser.new_context()
+                    await context.close()
+            except Exception:
+                gone = True
+        if gone:
+            self._lost(current)
+            self._playwright_lost()
 
     @contextlib.asynccontextmanager
     async def page(self, origin: str) -> AsyncIterator[Lent]:
@@ -252,8 +325,7 @@ class BrowserPool:
                         ctx.idle.append(lent.page)
                         self._idle += 1
                     else:
-                        with contextlib.suppress(Exception):
-                            await lent.page.close()
+                        await self._close(lent.page, launched)
             finally:
                 ctx.open -= 1
                 launched.open -= 1
@@ -262,8 +334,7 @@ class BrowserPool:
                         del launched.contexts[origin]
                     self._idle -= len(ctx.idle)
                     ctx.idle.clear()
-                    with contextlib.suppress(Exception):
-                        await ctx.context.close()
+                    await self._close(ctx.context, launched)
                 self._pages += 1
                 if self._pages % MEMORY_CHECK_EVERY == 0:
                     await self._check_memory()
@@ -271,23 +342,29 @@ class BrowserPool:
                     self._drained.notify_all()
 
     async def _check_memory(self) -> None:
-        ceiling = self.settings.browser_max_rss_mb * 2**20
+        ceiling = self.settings.browser_max_memory_mb * 2**20
         used = sum((await asyncio.to_thread(browser_processes, os.getpid())).values())
         if used > ceiling and not self._restart:
             self._restart = True
             self.restarts_for_memory += 1
             logger.info(
-                "the browser uses %d MiB (> browser_max_rss_mb=%d): restarting it once its "
-                "pages are done", used // 2**20, self.settings.browser_max_rss_mb,
+                "the browser uses %d MiB (> browser_max_memory_mb=%d): restarting it once its "
+                "pages are done", used // 2**20, self.settings.browser_max_memory_mb,
             )  # fmt: skip
 
     async def close(self) -> None:
         self._closed = True
         current, self._current = self._current, None
         if current is not None:
-            with contextlib.suppress(Exception):
-                await current.browser.close()
+            await self._close(current.browser, current)
         if self._playwright is not None:
-            with contextlib.suppress(Exception):
-                await self._playwright.stop()
+            await _stop_quietly(self._playwright)
             self._playwright = None
+        if self._stopping:
+            await asyncio.gather(*self._stopping, return_exceptions=True)
+
+
+async def _stop_quietly(driver: Any) -> None:
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(CLOSE_TIMEOUT):
+            await driver.stop()

@@ -143,7 +143,7 @@ class Crawler:
         self._closing = False  # the loop is over: the committer finishes and returns
         self._reserved = 0  # slots promised to a lease request still on its way
         self._failed_commits = 0  # in a row
-        self._fatal: StoreError | SpiderError | None = None
+        self._fatal: StoreError | SpiderError | ConfigError | None = None
         self._processor: PageProcessor | None = None
         self._resolver = resolver
         self.run_id = run
@@ -339,6 +339,9 @@ class Crawler:
                 self.request_stop()
             if self._processor.halted is not None and self._fatal is None:
                 self._fatal = StoreError(self._processor.halted)
+                self.request_stop()
+            if self._processor.unrunnable is not None and self._fatal is None:
+                self._fatal = ConfigError(self._processor.unrunnable)  # no browser here
                 self.request_stop()
         slot.committing = True
         with span(self._tracer, "crawl.commit"):

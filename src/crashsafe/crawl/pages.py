@@ -144,6 +144,9 @@ class PageProcessor:
         # set: a folder of ours cannot be written (files, WARC): the crawl stops, the page
         # waits for the next run
         self.halted: str | None = None
+        # set: pages cannot be handled here as asked (no browser to render): the crawl
+        # stops with it, the page waits for the next run
+        self.unrunnable: str | None = None
 
     def backoff(self, attempt: int, retry_after: float | None) -> float:
         s = self.settings
@@ -286,8 +289,11 @@ class PageProcessor:
                     rendered = await self.renderer.render(resp, request)
                 except RenderFailed as exc:
                     return await self._give_up(request, self._retry(lease, str(exc)), exc)
+                except PermanentFetchError as exc:  # a rendered DOM over the size cap
+                    failed = PageOutcome(lease, "failed", status, str(exc))
+                    return await self._give_up(request, failed, exc, page)
                 except ConfigError as exc:  # no Chromium, no Playwright: the crawl stops
-                    self.halted = self.halted or str(exc)
+                    self.unrunnable = self.unrunnable or str(exc)
                     return PageOutcome(lease, "deferred", error=str(exc), retry_in=0.0)
                 resp = rendered.response
                 page = Page(url=resp.url, status=status, headers=resp.headers, body=resp.body,
@@ -296,8 +302,11 @@ class PageProcessor:
                 if self.cookies is not None:
                     self.cookies.received(resp.set_cookies)
             if mode == "auto":
-                self.modes.saw(pattern, need)
-                render_note = (pattern, need)
+                # Counted for the browser only when it made the page whole: a page the
+                # browser did not help (sold out, say) must not send its pattern there.
+                helped = need and bool(page.css(self.settings.render_when_missing or "*"))
+                self.modes.saw(pattern, helped)
+                render_note = (pattern, helped)
         if rendered is None:
             return await self._parse(lease, page, resp, render_note)
         try:

@@ -3,18 +3,22 @@
 A page is fetched as every page is (robots.txt, host slots, the allow-list, the address
 guard, cookies, proxy), then, when it needs rendering, that very response is handed to
 the browser as the page's document: the page is downloaded once. Every further request
-the page makes (scripts, data, frames) is intercepted and sent by the crawl's own HTTP
-session, through the same allow decision (``browser_allowed_domains``, else the crawl's
-allow-list) and address guard a fetched page passes, or refused: the browser itself never
-opens a connection. Cookies go both ways: the crawl's jar is given to the browser before
-the page loads, and what the page set (responses' ``Set-Cookie``, ``document.cookie``)
-comes back to the jar and is stored with the page's done mark.
+of the page's context (scripts, data, frames, popups) is intercepted and sent by the
+crawl's own HTTP session, through the same allow decision (``browser_allowed_domains``,
+else the crawl's allow-list) and address guard a fetched page passes, six at a time per
+page, robots.txt asked for the page's own navigations; or it is refused. WebSockets are
+refused, popups closed, and Chromium is started with a proxy that does not exist, so
+whatever would still try the network itself (a preconnect, a beacon) reaches nothing.
+Cookies go both ways: the context holds exactly the crawl's jar when a page starts, and
+what the page set (responses' ``Set-Cookie``, ``document.cookie``) comes back to the jar
+and is stored with the page's done mark.
 
 ``"auto"`` mode: a page is fetched and checked for ``render_when_missing``; only when the
-selector matches nothing is it rendered. Which way each URL pattern (:func:`pattern_of`)
-went is counted in the store with the page's commit, and a pattern whose pages only ever
-needed the browser is rendered straight away (its HTML is not checked first),
-also after a restart.
+selector matches nothing is it rendered. What each URL pattern (:func:`pattern_of`) showed
+is counted in the store with the page's commit (pages that were whole as fetched, or
+that the browser did not help; pages the browser made whole), and a pattern whose pages
+only ever needed the browser is rendered straight away (its HTML is not checked first;
+one page in :data:`RECHECK_EVERY` still is), also after a restart.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import urlsplit
@@ -45,7 +49,9 @@ from crashsafe.crawl.fetch import (
     fetch,
 )
 from crashsafe.crawl.requests import Request
+from crashsafe.crawl.robots import Robots, RobotsUnavailable
 from crashsafe.crawl.settings import CrawlSettings
+from crashsafe.errors import ConfigError
 
 logger = logging.getLogger("crashsafe.crawl")
 
@@ -67,20 +73,29 @@ def pattern_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}/{first}{more}"
 
 
+RECHECK_EVERY = 16  # of a pattern's pages sent straight to the browser, one is checked
+
+
 class RenderModes:
-    """Auto mode's memory: per URL pattern, pages that were fine as fetched (HTTP) and
-    pages that needed the browser, as committed (loaded from the store at start)."""
+    """Auto mode's memory: per URL pattern, pages that were whole as fetched (or that
+    the browser did not help) and pages the browser made whole, as committed (loaded from
+    the store at start)."""
 
     def __init__(self, counts: Mapping[str, tuple[int, int]] | None = None) -> None:
         self.counts: dict[str, list[int]] = {p: [h, b] for p, (h, b) in (counts or {}).items()}
+        self._straight = 0
 
     def straight_to_browser(self, pattern: str) -> bool:
-        """Whether pages of ``pattern`` go to the browser without a look at their HTML:
-        once some of its pages needed the browser and none was fine as fetched. (A
-        pattern with both kinds has each page checked: a check costs a parse, a
-        rendering far more.)"""
+        """Whether a page of ``pattern`` goes to the browser without a look at its HTML:
+        once some of its pages needed the browser and none was whole without it. (A
+        pattern with both kinds has each page checked: a check costs a parse, a rendering
+        far more.) One such page in :data:`RECHECK_EVERY` is checked all the same, so a
+        site that stopped needing the browser is noticed."""
         http, browser = self.counts.get(pattern, (0, 0))
-        return browser > 0 and http == 0
+        if not (browser > 0 and http == 0):
+            return False
+        self._straight += 1
+        return self._straight % RECHECK_EVERY != 0
 
     def saw(self, pattern: str, browser: bool) -> None:
         self.counts.setdefault(pattern, [0, 0])[int(browser)] += 1
@@ -115,12 +130,14 @@ class Renderer:
         allowed: AllowList | None,
         send_for: Callable[[Request], Send],
         pool: BrowserPool | None = None,
+        robots: Callable[[], Robots | None] = lambda: None,
     ) -> None:
         self.settings = settings
         self.session = session
         self.guard = guard
         self.allowed = allowed
         self.send_for = send_for
+        self.robots = robots
         self._pool = pool
         self.blocked_types = frozenset(settings.browser_block)
         self.rendered = 0
@@ -135,7 +152,9 @@ class Renderer:
     @property
     def pool(self) -> BrowserPool:
         if self._pool is None:  # (the first page that needs the browser starts it)
-            self._pool = BrowserPool(self.settings, user_agent=self.settings.user_agent)
+            self._pool = BrowserPool(
+                self.settings, user_agent=self.settings.user_agent, on_context=self._guard_context
+            )
         return self._pool
 
     def _allowed(self, url: str) -> str:
@@ -154,30 +173,30 @@ class Renderer:
 
     async def render(self, resp: Response, request: Request) -> Rendered:
         """``resp`` rendered in the browser. Raises RenderFailed when the page does not
-        load, settle and give its DOM within ``render_timeout``, or the browser fails."""
+        load, settle and give its DOM within ``render_timeout`` (counted from when a
+        browser page is free for it), or the browser fails; ConfigError when there is no
+        browser to run; PermanentFetchError for a DOM over ``max_response_bytes``."""
         budget = self.settings.render_timeout
-        deadline = time.monotonic() + budget
         stack = contextlib.AsyncExitStack()
         origin = "{0.scheme}://{0.netloc}".format(urlsplit(resp.url))
         state = _PageState(resp)
         lent: Lent | None = None
         try:
+            lent = await stack.enter_async_context(self.pool.page(origin))
+            deadline = time.monotonic() + budget
+            page, context = lent.page, lent.context
+            self._states[page] = state
+            stack.callback(self._states.pop, page, None)
             async with asyncio.timeout(budget):
-                lent = await stack.enter_async_context(self.pool.page(origin))
-                page, context = lent.page, lent.context
-                self._states[page] = state
-                stack.callback(self._states.pop, page, None)
                 await self._give_cookies(context, resp.url)
-                if lent.fresh:
-                    await page.route("**/*", lambda route: self._route_of(page, route))
                 await page.goto(resp.url, wait_until="load")
                 wait_for = self.settings.render_wait_for or self.settings.render_when_missing
-                if wait_for:
-                    left = max(0.0, deadline - time.monotonic() - 0.5 * min(budget, 2.0))
+                left = deadline - time.monotonic() - min(budget / 4, 2.0)
+                if wait_for and left > 0:
                     with contextlib.suppress(Exception):  # not there in time: read as it is
                         await page.wait_for_selector(wait_for, state="attached",
                                                      timeout=left * 1000)  # fmt: skip
-                html = await page.content()
+                html = await _content(page)
                 url = page.url if page.url.startswith(("http://", "https://")) else resp.url
                 js_cookies = await self._take_cookies(context, url)
         except TimeoutError:
@@ -188,42 +207,73 @@ class Renderer:
             _discard(lent)
             await stack.aclose()
             raise
+        except ConfigError:  # no Chromium, no Playwright: the crawl stops (pages.py)
+            await stack.aclose()
+            raise
         except Exception as exc:  # the browser crashed or closed, the page failed to load
             _discard(lent)
             await stack.aclose()
-            if isinstance(exc, RenderFailed | PermanentFetchError):
+            if isinstance(exc, RenderFailed):
                 raise
+            await self.pool.check_alive(exc)
             raise RenderFailed(f"render failed: {_short(exc)}") from None
+        body = html.encode("utf-8")
+        if len(body) > self.settings.max_response_bytes:
+            _discard(lent)
+            await stack.aclose()
+            raise PermanentFetchError(
+                f"rendered page too large: {len(body)} bytes > max_response_bytes="
+                f"{self.settings.max_response_bytes}"
+            )
         self.rendered += 1
         headers = CIMultiDict(resp.headers)
         for name in _HOP:
             headers.popall(name, None)
         headers["Content-Type"] = "text/html; charset=utf-8"
         rendered = Response(
-            url, resp.status, CIMultiDictProxy(headers), html.encode("utf-8"),
+            url, resp.status, CIMultiDictProxy(headers), body,
             (*resp.set_cookies, *state.set_cookies, *js_cookies),
         )  # fmt: skip
         return Rendered(rendered, page, stack.aclose, state.refused, state.blocked)
 
+    async def _guard_context(self, context: Any) -> None:
+        """A new context's requests go through :meth:`_route`; its WebSockets are refused
+        and its popups closed."""
+        await context.route("**/*", self._route_of)
+        with contextlib.suppress(AttributeError):  # Playwright >= 1.48
+            await context.route_web_socket("**/*", _refuse_web_socket)
+        context.on("page", _close_popup)
+
     async def _give_cookies(self, context: Any, url: str) -> None:
-        """The crawl's cookies for ``url`` into the browser context (HTTP to browser)."""
-        jar = self.session.cookie_jar
-        morsels = jar.filter_cookies(URL(url))
-        if morsels:
-            await context.add_cookies(
-                [{"name": name, "value": m.value, "url": url} for name, m in morsels.items()]
-            )
+        """The context holds the crawl's cookies for ``url``'s host, and nothing else
+        (HTTP to browser; a cookie the crawl deleted is not brought back)."""
+        await context.clear_cookies()
+        host = (urlsplit(url).hostname or "").lower()
+        cookies = []
+        for m in self.session.cookie_jar:
+            domain = (m["domain"] or host).lstrip(".").lower()
+            if not (host == domain or host.endswith("." + domain)):
+                continue
+            cookies.append({
+                "name": m.key, "value": m.value, "domain": domain, "path": m["path"] or "/",
+                "secure": bool(m["secure"]), "httpOnly": bool(m["httponly"]),
+            })  # fmt: skip
+        if cookies:
+            await context.add_cookies(cookies)
 
     async def _take_cookies(self, context: Any, url: str) -> list[tuple[str, str]]:
         """Cookies the page set in the browser that the crawl's jar lacks (a script's
         ``document.cookie``), as ``(url, Set-Cookie value)``, put into the jar too."""
         jar = self.session.cookie_jar
-        known = {name: m.value for name, m in jar.filter_cookies(URL(url)).items()}
+        known = {(m["domain"], m["path"], m.key): m.value for m in jar}
         new: list[tuple[str, str]] = []
         for c in await context.cookies([url]):
-            if known.get(c["name"]) == c["value"]:
+            domain = c["domain"]
+            if known.get((domain.lstrip("."), c["path"], c["name"])) == c["value"]:
                 continue
-            header = f"{c['name']}={c['value']}; Domain={c['domain']}; Path={c['path']}"
+            header = f"{c['name']}={c['value']}; Path={c['path']}"
+            if domain.startswith("."):  # a domain cookie; without the dot: host-only
+                header += f"; Domain={domain.lstrip('.')}"
             if c.get("expires", -1) > 0:
                 header += f"; Max-Age={max(0, int(c['expires'] - time.time()))}"
             if c.get("secure"):
@@ -237,9 +287,13 @@ class Renderer:
                 new.append((url, header))
         return new
 
-    async def _route_of(self, page: Any, route: Any) -> None:
-        state = self._states.get(page)
-        if state is None:  # between two pages (a late request of the last one): refused
+    async def _route_of(self, route: Any) -> None:
+        """A request of any page of a context: refused unless its page is rendering."""
+        try:
+            state = self._states.get(route.request.frame.page)
+        except Exception:  # a worker's request has no frame: refused
+            state = None
+        if state is None:  # a popup, or between two pages (a late request): refused
             with contextlib.suppress(Exception):
                 await route.abort("blockedbyclient")
             return
@@ -266,19 +320,26 @@ class Renderer:
                 return
             try:
                 self._allowed(url)
-            except (BadLink, ValueError) as exc:
+                if request.is_navigation_request():
+                    await self._robots_allow(url)
+            except (BadLink, ValueError, RobotsUnavailable) as exc:
                 state.refused += 1
                 logger.debug("rendered page's request refused: %s (%s)", url[:200], exc)
                 await route.abort("blockedbyclient")
                 return
             headers = {k: v for k, v in (await request.all_headers()).items()
                        if k.lower() not in _OWN and not k.startswith(":")}  # fmt: skip
+            # The page's own cookies win over the jar's (a script may have changed one).
+            cookies = _cookie_header(headers.pop("cookie", ""))
             send = self.send_for(Request(url, method=request.method))
-            send = Send(request.method, headers, request.post_data_buffer, None, send.proxy,
-                        send.auth)  # fmt: skip
+            send = Send(request.method, headers, request.post_data_buffer, cookies or None,
+                        send.proxy, send.auth)  # fmt: skip
             try:
-                resp = await fetch(self.session, url, self.settings, redirect_to=self._allowed,
-                                   guard=self.guard, send=send)  # fmt: skip
+                async with state.requests:
+                    resp = await fetch(
+                        self.session, url, self.settings, redirect_to=self._allowed,
+                        guard=self.guard, send=send,
+                    )  # fmt: skip
             except AddressRefused as exc:
                 state.refused += 1
                 logger.debug("rendered page's request refused: %s (%s)", url[:200], exc)
@@ -298,9 +359,22 @@ class Renderer:
             with contextlib.suppress(Exception):
                 await route.abort("failed")
 
+    async def _robots_allow(self, url: str) -> None:
+        """BadLink if robots.txt disallows ``url`` (a page's navigation: a script sending
+        the page elsewhere, a frame)."""
+        robots = self.robots()
+        if robots is None:
+            return
+        verdict = robots.check_loaded(url) or await robots.check(url)
+        if not verdict[0]:
+            raise BadLink("disallowed by robots.txt")
+
     async def close(self) -> None:
         if self._pool is not None:
             await self._pool.close()
+
+
+PAGE_REQUESTS = 6  # requests of one rendered page in flight at once (as a browser's per host)
 
 
 @dataclass(slots=True)
@@ -309,6 +383,7 @@ class _PageState:
     set_cookies: tuple[tuple[str, str], ...] = ()
     refused: int = 0
     blocked: int = 0
+    requests: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(PAGE_REQUESTS))
 
 
 def _browser_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -321,6 +396,47 @@ def _browser_headers(headers: Mapping[str, str]) -> dict[str, str]:
             continue
         out[key] = f"{out[key]}\n{value}" if key in out and key == "set-cookie" else value
     return out
+
+
+async def _content(page: Any) -> str:
+    """The page's DOM as HTML; a script navigating just then is waited out once."""
+    try:
+        return str(await page.content())
+    except Exception as exc:
+        if "navigating" not in str(exc):
+            raise
+        await page.wait_for_load_state("load")
+        return str(await page.content())
+
+
+def _cookie_header(value: str) -> dict[str, str]:
+    cookie: SimpleCookie = SimpleCookie()
+    with contextlib.suppress(Exception):
+        cookie.load(value)
+    return {name: m.value for name, m in cookie.items()}
+
+
+async def _refuse_web_socket(ws: Any) -> None:
+    """A rendered page's WebSocket: closed, never connected to its server."""
+    with contextlib.suppress(Exception):
+        await ws.close(code=1008, reason="crashsafe: WebSockets are not crawled")
+
+
+def _close_popup(page: Any) -> None:
+    """A page the rendered page opened (``window.open``, ``target=_blank``): closed (its
+    requests are refused meanwhile: it is no page of ours)."""
+    task = asyncio.ensure_future(_close_if_popup(page))
+    _POPUP_TASKS.add(task)
+    task.add_done_callback(_POPUP_TASKS.discard)
+
+
+_POPUP_TASKS: set[asyncio.Future[None]] = set()
+
+
+async def _close_if_popup(page: Any) -> None:
+    with contextlib.suppress(Exception):
+        if await page.opener() is not None or page.url not in ("", "about:blank"):
+            await page.close()
 
 
 def _discard(lent: Lent | None) -> None:

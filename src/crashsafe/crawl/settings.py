@@ -99,8 +99,9 @@ class CrawlSettings:
         browser_concurrency: pages rendering at once per worker.
         browser_recycle_pages: a browser context (one per origin) is replaced after
             this many pages.
-        browser_max_rss_mb: the browser is restarted, once its pages are done, when its
-            processes together use more memory than this (RSS, MiB).
+        browser_max_memory_mb: the browser is restarted, once its pages are done, when its
+            processes together use more memory than this (MiB of PSS: memory they share
+            counted once).
         browser_block: resource types the browser does not load (Playwright's names:
             ``image``, ``font``, ``media``, ``stylesheet``...).
         browser_allowed_domains: where a rendered page's own requests (scripts, data)
@@ -151,7 +152,7 @@ class CrawlSettings:
     browser_executable: str | None = None
     browser_concurrency: int = 4
     browser_recycle_pages: int = 100
-    browser_max_rss_mb: int = 2048
+    browser_max_memory_mb: int = 2048
     browser_block: tuple[str, ...] = ("image", "font", "media")
     browser_allowed_domains: tuple[str, ...] | None = None
 
@@ -159,7 +160,7 @@ class CrawlSettings:
         positive = (
             "concurrency", "lease_seconds", "max_attempts", "timeout", "max_links_per_page",
             "max_response_bytes", "max_redirects", "max_file_bytes", "render_timeout",
-            "browser_concurrency", "browser_recycle_pages", "browser_max_rss_mb",
+            "browser_concurrency", "browser_recycle_pages", "browser_max_memory_mb",
         )  # fmt: skip
         for name in positive:
             value = getattr(self, name)

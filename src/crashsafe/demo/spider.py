@@ -34,13 +34,3 @@ class DemoShop(Spider):
                     "price": page.css(".price::text").get(),
                 },
             )
-
-
-class DemoShopRendered(DemoShop):
-    """The demo spider for a shop whose product pages are built by JavaScript
-    (``crashsafe demo-site --js`` or ``--js-share``): a page without a price or product
-    links as fetched is rendered in Chromium (``docs/rendering.md``)."""
-
-    name = "demo-shop-js"
-    render = "auto"
-    render_when_missing = ".price, a.product"

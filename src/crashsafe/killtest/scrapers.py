@@ -14,7 +14,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from crashsafe.demo.spider import DemoShop, DemoShopRendered
+from crashsafe.demo.rendered import DemoShopRendered
+from crashsafe.demo.spider import DemoShop
 from crashsafe.errors import StoreError
 from crashsafe.store import open_store
 
@@ -93,7 +94,7 @@ class CrashsafeScraper(Scraper):
     def command(self, shop_url: str, workdir: Path, agent: str) -> list[str]:
         spider = "photos:DemoShopPhotos" if self.effects else "spider:DemoShop"
         if self.render:
-            spider = "spider:DemoShopRendered"
+            spider = "rendered:DemoShopRendered"
         effects = ["--files", str(workdir / "files"), "--warc", str(workdir / "warc")]
         return [
             sys.executable, "-m", "crashsafe", "crawl", f"crashsafe.demo.{spider}",
