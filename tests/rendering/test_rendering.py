@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -194,10 +195,10 @@ def test_a_page_whose_script_never_settles_is_cut_at_its_budget(
 ) -> None:
     _, url = site
     start = f"{url}/links?to=/hang&to=/js/7"
-    run_crawl(Prices(), store, start, render=True, render_timeout=3.0, browser_executable=chromium)
+    run_crawl(Prices(), store, start, render=True, render_timeout=6.0, browser_executable=chromium)
     failed = {f.url: f.error or "" for f in store.failed("prices")}
     assert list(failed) == [f"{url}/hang"]
-    assert "render took longer than render_timeout=3s" in failed[f"{url}/hang"]
+    assert "render took longer than render_timeout=6s" in failed[f"{url}/hang"]
     assert "gave up after 2 attempts" in failed[f"{url}/hang"]
     # the other page, rendered by the same browser, is fine
     assert {r.key: r.data for r in store.iter_records("prices")} == {"7": {"price": "7.00"}}
@@ -390,3 +391,37 @@ def _children(parent: int) -> list[int]:
             if int(stat[stat.rindex(b")") + 2 :].split()[1]) == parent:
                 found.append(int(entry.name))
     return found
+
+
+def test_a_browser_that_stops_answering_is_killed_and_replaced(
+    site: tuple[JsSite, str], store: Store, chromium: str
+) -> None:
+    """The browser is paused (SIGSTOP) mid-render: the page is cut at its budget, the
+    browser that does not close is killed, and the retry renders in a new one."""
+    app, url = site
+    app.held.set()
+    paused: list[int] = []
+
+    def pause_the_browser() -> None:
+        app.held_asked.wait(60)
+        for pid in browser_processes(os.getpid()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+                paused.append(pid)
+        app.held.clear()
+
+    pauser = threading.Thread(target=pause_the_browser)
+    pauser.start()
+    try:
+        run_crawl(HeldPrices(), store, f"{url}/held", render=True, render_timeout=6.0,
+                  browser_executable=chromium)  # fmt: skip
+    finally:
+        app.held.clear()
+        pauser.join()
+        for pid in paused:  # (killed by the crawl; if not, not left stopped)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert paused
+    assert {r.key: r.data for r in store.iter_records("prices")} == {"held": {"price": "9.99"}}
+    assert app.hits["/held"] == 2
+    no_browser_left()

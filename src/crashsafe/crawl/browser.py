@@ -198,7 +198,9 @@ class BrowserPool:
             if self._playwright is None:
                 self._playwright = await self._start().start()
             self._restart = False  # (a crash may have come first: this one is new)
-            args = ["--disable-dev-shm-usage", *NO_NETWORK]
+            # No crash reporter: its handler process detaches from the browser and could
+            # outlive it.
+            args = ["--disable-dev-shm-usage", "--disable-breakpad", *NO_NETWORK]
             if hasattr(os, "geteuid") and os.geteuid() == 0:
                 args.append("--no-sandbox")  # Chromium's sandbox refuses to start as root
             browser = await self._playwright.chromium.launch(
