@@ -7,6 +7,9 @@ requests as the server saw them (by path, query ignored), ``/catalogue`` is the 
 truth every crawl is checked against, ``/log?since=T[&agent=UA]`` lists page requests
 after time ``T`` (Unix seconds) with their User-Agent (or only those from ``UA``),
 ``POST /reset`` zeroes the counters (the kill test runs several crawls against one shop).
+Pages carry validators (``ETag``, ``Last-Modified``) and answer a conditional request
+that still holds with ``304 Not Modified`` (``not_modified`` in ``/stats``; ``bytes``
+counts the page bodies sent).
 
 With ``js`` (``demo-site --js``), product pages are built by JavaScript: their HTML holds
 no name, sku or price until ``/static/shop.js`` runs and fills them in from
@@ -128,6 +131,16 @@ fetch('/api' + location.pathname)
 """
 
 
+ROUND_ZERO = 1_767_225_600  # 2026-01-01 UTC: when the shop was first published
+ROUND_SECONDS = 86_400  # a repricing round a day
+
+
+def _http_date(round: int) -> str:
+    from email.utils import formatdate
+
+    return formatdate(ROUND_ZERO + round * ROUND_SECONDS, usegmt=True)
+
+
 def image(n: int) -> bytes:
     """Product ``n``'s picture: one of ``IMAGES`` contents, some kilobytes each."""
     seed = hashlib.sha256(f"image:{n % IMAGES}".encode()).digest()
@@ -211,7 +224,7 @@ class Shop:
         if o.dup_links and n > 0:
             nxt = f'<a class="prev" href="/list/{n - 1}">previous</a> ' + nxt
         body = f"<html><body><h1>Listing {n}</h1><ul>\n{items}\n</ul>{nxt}</body></html>"
-        return web.Response(text=body, content_type="text/html")
+        return self._page(request, body)
 
     async def product_page(self, request: web.Request) -> web.Response:
         if (fail := await self._page_gate(request)) is not None:
@@ -224,7 +237,7 @@ class Shop:
                 '<h1 class="name"></h1><span class="sku"></span>'
                 f'<img class="photo" src="/image/{n}.png"></body></html>'
             )
-            return web.Response(text=body, content_type="text/html")
+            return self._page(request, body)
         p = product(n, o.round)
         body = (
             f'<html><body><h1 class="name">{p["name"]}</h1>'
@@ -232,7 +245,41 @@ class Shop:
             f'<img class="photo" src="/image/{n}.png">'
             "</body></html>"
         )
-        return web.Response(text=body, content_type="text/html")
+        return self._page(request, body)
+
+    def _page(self, request: web.Request, body: str) -> web.Response:
+        """An HTML page with its validators (RFC 9110 8.8): a strong ``ETag`` from its
+        content and a ``Last-Modified`` from the round that last changed it; a request
+        whose ``If-None-Match`` (or, without one, ``If-Modified-Since``) still holds is
+        answered ``304 Not Modified`` without the body. Body bytes sent are counted."""
+        data = body.encode()
+        etag = '"' + hashlib.sha256(data).hexdigest()[:16] + '"'
+        modified = _http_date(self._changed_in(request.path))
+        headers = {"ETag": etag, "Last-Modified": modified}
+        match = request.headers.get("If-None-Match")
+        since = request.headers.get("If-Modified-Since")
+        if (match is not None and etag in {m.strip() for m in match.split(",")}) or (
+            match is None and since == modified
+        ):
+            self.counts["not_modified"] += 1
+            return web.Response(status=304, headers=headers)
+        self.counts["bytes"] += len(data)
+        return web.Response(body=data, content_type="text/html", charset="utf-8",
+                            headers=headers)  # fmt: skip
+
+    def _changed_in(self, path: str) -> int:
+        """The round that last changed the page at ``path`` (0: as first published). A
+        listing changes when one of its products is discontinued."""
+        o = self.options
+        if path.startswith("/product/"):
+            try:
+                n = int(path.rsplit("-", 1)[1])
+            except ValueError:
+                return 0
+            rounds = [r for r in range(1, o.round + 1)
+                      if _draw(r, f"price:{n}") < PRICE_CHANGES or discontinued(n, r)]  # fmt: skip
+            return rounds[-1] if rounds else 0
+        return o.round
 
     def _product_number(self, code: str) -> int:
         try:
@@ -291,6 +338,8 @@ class Shop:
             "errors": self.errors,
             "robots": self.counts["robots.txt"],
             "api": self.counts["api"],
+            "not_modified": self.counts["not_modified"],
+            "bytes": self.counts["bytes"],
             "minimum": minimum,
             "over_minimum": requests - minimum,
         }
