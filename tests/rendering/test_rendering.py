@@ -26,7 +26,7 @@ from crashsafe.demo.shop import ShopThread, needs_js, product, sku
 from crashsafe.store import Store, open_store
 from tests.faults.conftest import run_crawl
 from tests.faults.test_security import Counting
-from tests.helpers import wait_for
+from tests.helpers import run_cli, wait_for
 from tests.rendering.site import JsSite, TcpCanary
 
 
@@ -114,6 +114,10 @@ def test_auto_renders_only_the_pages_that_need_it_and_counts_them(
     }
     # each rendered page ran its script once: its script and its data fetched once each
     assert site.shop.counts["api"] == 2 * len(js_pages)
+    shown = run_cli("status", "--db", db_url).stdout
+    fetched = options.listings + options.products - len(js_pages)
+    assert (f"rendered  auto: {len(js_pages)} pages needed the browser, {fetched} did not "
+            "(2 URL patterns)") in shown  # fmt: skip
     no_browser_left()
 
 

@@ -92,6 +92,7 @@ def compact(
     waiting: list[Waiting],
     workers: list[WorkerInfo],
     control: Control | None = None,
+    rendered: dict[str, tuple[int, int]] | None = None,
 ) -> str:
     """One crawl as a block of short lines (what an 80-column terminal shows whole)."""
     lines = [s.crawl]
@@ -121,6 +122,11 @@ def compact(
         )
     if e.files:
         lines.append(f"  files     {e.files:,} ({e.file_bytes:,} bytes)")
+    if rendered:
+        fetched = sum(h for h, _ in rendered.values())
+        browser = sum(b for _, b in rendered.values())
+        lines.append(f"  rendered  auto: {browser:,} pages needed the browser, {fetched:,} did "
+                     f"not ({len(rendered):,} URL patterns)")  # fmt: skip
     d = e.deliveries
     if d:
         pending = d.get("pending", 0) + d.get("leased", 0)
@@ -150,6 +156,7 @@ def as_json(
     waiting: list[Waiting],
     workers: list[WorkerInfo],
     control: Control | None = None,
+    rendered: dict[str, tuple[int, int]] | None = None,
 ) -> dict[str, Any]:
     item: dict[str, Any] = {k: getattr(s, k) for k in s.__dataclass_fields__}
     if control is not None:
@@ -165,6 +172,9 @@ def as_json(
     if e.last_pass_at is not None:  # ISO, as every other time in the output
         item["effects"]["last_pass_at"] = iso_time(e.last_pass_at)
     item["known"], item["requests_per_record"] = s.known, s.requests_per_record
+    item["render_patterns"] = {
+        pattern: {"fetched": h, "browser": b} for pattern, (h, b) in (rendered or {}).items()
+    }
     item["waiting"] = [
         {**dataclasses.asdict(w), "since": iso_time(w.since),
          "next_try": None if w.next_try is None else iso_time(w.next_try)}
@@ -200,16 +210,17 @@ def status(db_url: str, crawl_name: str | None, json_out: bool, wide: bool) -> N
         waiting = [store.waiting(name) for name in names]
         workers = store.workers(crawl_name)
         controls = [store.control(name) for name in names]
+        rendered = [store.render_patterns(name) for name in names]
     finally:
         store.close()
-    each = list(zip(rows, effects, waiting, controls, strict=True))
+    each = list(zip(rows, effects, waiting, controls, rendered, strict=True))
     if json_out:
-        out = [as_json(s, e, w, workers, c) for s, e, w, c in each]
+        out = [as_json(s, e, w, workers, c, r) for s, e, w, c, r in each]
         click.echo(json.dumps(out, indent=2))
     elif not rows:
         click.echo(f"no crawls in {masked(db_url)}")
     elif not wide:
-        click.echo("\n\n".join(compact(s, e, w, workers, c) for s, e, w, c in each))
+        click.echo("\n\n".join(compact(s, e, w, workers, c, r) for s, e, w, c, r in each))
     else:
         # Piped output keeps whole column names instead of the 80-column default.
         from rich.console import Console
