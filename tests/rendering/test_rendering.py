@@ -429,3 +429,22 @@ def test_a_browser_that_stops_answering_is_killed_and_replaced(
     assert {r.key: r.data for r in store.iter_records("prices")} == {"held": {"price": "9.99"}}
     assert app.hits["/held"] == 2
     no_browser_left()
+
+
+def test_a_chromium_that_does_not_start_stops_the_crawl(
+    site: tuple[JsSite, str], db_url: str, chromium: str, tmp_path: Any
+) -> None:
+    """A browser that is there but fails to start (a snap stub in a container) would fail
+    every page to the dead letter: the crawl stops instead, the page still pending."""
+    _, url = site
+    stub = tmp_path / "chromium"
+    stub.write_text("#!/bin/sh\necho 'not really a browser' >&2\nexit 1\n")
+    stub.chmod(0o755)
+    with pytest.raises(ConfigError, match="did not start"):
+        crawl(Prices, db=db_url, start_urls=[f"{url}/js/1"], render=True,
+              browser_executable=str(stub))  # fmt: skip
+    store = open_store(db_url)
+    try:
+        assert store.failed("prices") == [] and store.stats("prices").pending == 1
+    finally:
+        store.close()

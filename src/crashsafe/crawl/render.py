@@ -188,7 +188,7 @@ class Renderer:
             self._states[page] = state
             stack.callback(self._states.pop, page, None)
             async with asyncio.timeout(budget):
-                await self._give_cookies(context, resp.url)
+                await self._give_cookies(context, resp.url, state, reset=lent.alone)
                 await page.goto(resp.url, wait_until="load")
                 wait_for = self.settings.render_wait_for or self.settings.render_when_missing
                 left = deadline - time.monotonic() - min(budget / 4, 2.0)
@@ -198,7 +198,7 @@ class Renderer:
                                                      timeout=left * 1000)  # fmt: skip
                 html = await _content(page)
                 url = page.url if page.url.startswith(("http://", "https://")) else resp.url
-                js_cookies = await self._take_cookies(context, url)
+                js_cookies = await self._take_cookies(context, url, state)
         except TimeoutError:
             _discard(lent)
             await stack.aclose()  # closing the page ends a script that never stops
@@ -215,7 +215,7 @@ class Renderer:
             await stack.aclose()
             if isinstance(exc, RenderFailed):
                 raise
-            await self.pool.check_alive(exc)
+            await self.pool.check_alive(exc, None if lent is None else lent.launched)
             raise RenderFailed(f"render failed: {_short(exc)}") from None
         body = html.encode("utf-8")
         if len(body) > self.settings.max_response_bytes:
@@ -244,10 +244,17 @@ class Renderer:
             await context.route_web_socket("**/*", _refuse_web_socket)
         context.on("page", _close_popup)
 
-    async def _give_cookies(self, context: Any, url: str) -> None:
-        """The context holds the crawl's cookies for ``url``'s host, and nothing else
-        (HTTP to browser; a cookie the crawl deleted is not brought back)."""
-        await context.clear_cookies()
+    async def _give_cookies(
+        self, context: Any, url: str, state: _PageState, *, reset: bool
+    ) -> None:
+        """The crawl's cookies for ``url``'s host into the browser context (HTTP to
+        browser). ``reset`` (no other page of the context is open): the context holds
+        those and nothing else, so a cookie the crawl deleted is not brought back; else
+        they are added over what the context holds (another page's script may have set
+        one that is not in the jar yet). What the page starts with is noted in
+        ``state``: only a value the page changed counts as the page's own."""
+        if reset:
+            await context.clear_cookies()
         host = (urlsplit(url).hostname or "").lower()
         cookies = []
         for m in self.session.cookie_jar:
@@ -255,20 +262,41 @@ class Renderer:
             if not (host == domain or host.endswith("." + domain)):
                 continue
             cookies.append({
-                "name": m.key, "value": m.value, "domain": domain, "path": m["path"] or "/",
-                "secure": bool(m["secure"]), "httpOnly": bool(m["httponly"]),
+                # (without the dot a domain is host-only to Playwright)
+                "name": m.key, "value": m.value,
+                "domain": domain if domain == host else "." + domain,
+                "path": m["path"] or "/", "secure": bool(m["secure"]),
+                "httpOnly": bool(m["httponly"]),
             })  # fmt: skip
         if cookies:
-            await context.add_cookies(cookies)
+            try:
+                await context.add_cookies(cookies)
+            except Exception:  # one Chromium refuses: the others all the same
+                for cookie in cookies:
+                    try:
+                        await context.add_cookies([cookie])
+                    except Exception as exc:
+                        logger.debug("cookie %s not given to the browser: %s",
+                                     cookie["name"], _short(exc))  # fmt: skip
+        # What the page starts with (a cookie another page of the context holds too):
+        # only what differs from it is the page's own doing.
+        state.given = {c["name"]: c["value"] for c in await context.cookies([url])}
 
-    async def _take_cookies(self, context: Any, url: str) -> list[tuple[str, str]]:
-        """Cookies the page set in the browser that the crawl's jar lacks (a script's
-        ``document.cookie``), as ``(url, Set-Cookie value)``, put into the jar too."""
+    async def _take_cookies(
+        self, context: Any, url: str, state: _PageState
+    ) -> list[tuple[str, str]]:
+        """Cookies the page itself set in the browser (a script's ``document.cookie``):
+        those whose value is neither what the context was given nor what the crawl's jar
+        holds (a response the crawl fetched for the page set those), as ``(url,
+        Set-Cookie value)``, put into the jar too. A cookie the jar got newer meanwhile
+        (another page) is not taken back to its older value."""
         jar = self.session.cookie_jar
         known = {(m["domain"], m["path"], m.key): m.value for m in jar}
         new: list[tuple[str, str]] = []
         for c in await context.cookies([url]):
             domain = c["domain"]
+            if state.given.get(c["name"]) == c["value"]:
+                continue
             if known.get((domain.lstrip("."), c["path"], c["name"])) == c["value"]:
                 continue
             header = f"{c['name']}={c['value']}; Path={c['path']}"
@@ -309,6 +337,7 @@ class Renderer:
                 state.document is not None
                 and request.is_navigation_request()
                 and request.frame.parent_frame is None  # the page's own, not a frame's
+                and url == state.document.url
             ):
                 doc, state.document = state.document, None
                 await route.fulfill(status=doc.status, headers=_browser_headers(doc.headers),
@@ -329,8 +358,10 @@ class Renderer:
                 return
             headers = {k: v for k, v in (await request.all_headers()).items()
                        if k.lower() not in _OWN and not k.startswith(":")}  # fmt: skip
-            # The page's own cookies win over the jar's (a script may have changed one).
-            cookies = _cookie_header(headers.pop("cookie", ""))
+            # A cookie the page itself changed (a script) wins over the jar's; the others
+            # are the jar's, which may be newer than what the page was given.
+            cookies = {name: value for name, value in _cookie_header(headers.pop("cookie", ""))
+                       if state.given.get(name) != value}  # fmt: skip
             send = self.send_for(Request(url, method=request.method))
             send = Send(request.method, headers, request.post_data_buffer, cookies or None,
                         send.proxy, send.auth)  # fmt: skip
@@ -383,6 +414,7 @@ class _PageState:
     set_cookies: tuple[tuple[str, str], ...] = ()
     refused: int = 0
     blocked: int = 0
+    given: dict[str, str] = field(default_factory=dict)  # cookies the context was given
     requests: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(PAGE_REQUESTS))
 
 
@@ -409,11 +441,15 @@ async def _content(page: Any) -> str:
         return str(await page.content())
 
 
-def _cookie_header(value: str) -> dict[str, str]:
-    cookie: SimpleCookie = SimpleCookie()
-    with contextlib.suppress(Exception):
-        cookie.load(value)
-    return {name: m.value for name, m in cookie.items()}
+def _cookie_header(value: str) -> list[tuple[str, str]]:
+    """The (name, value) pairs of a ``Cookie`` request header, as sent (RFC 6265 4.2:
+    ``name=value`` pairs separated by ``;``, values not parsed any further)."""
+    pairs = []
+    for part in value.split(";"):
+        name, sep, text = part.strip().partition("=")
+        if sep and name:
+            pairs.append((name, text))
+    return pairs
 
 
 async def _refuse_web_socket(ws: Any) -> None:
