@@ -51,3 +51,24 @@ def test_frontier_scaling_measures_claims_under_a_held_snapshot(pg_database: str
     assert "without a held snapshot: " in out and "with a held snapshot: " in out
     rows = out.split("pages/s in each 30 s")[1]
     assert "no snapshot held  overall" in rows and "held snapshot  overall" in rows
+
+
+def test_recrawl_shows_an_unchanged_shop_costing_no_body() -> None:
+    out = run("recrawl.py", "--products", "40", "--repeat", "1")
+    names = ("first crawl", "recrawl, unchanged", "recrawl, next round")
+    # each row: name, seconds, body bytes, 304s, parsed, time %, bytes %
+    rows = {name: line[len(name):].split() for line in out.splitlines()
+            for name in names if line.startswith(name)}  # fmt: skip
+    assert rows["first crawl"][2:4] == ["0", "42"]  # no 304, every page parsed
+    assert rows["recrawl, unchanged"][1:4] == ["0", "42", "0"]  # no body, all 304, none parsed
+    assert int(rows["recrawl, next round"][3]) > 0  # what the round changed is parsed
+
+
+def test_rendering_prints_its_table() -> None:
+    from tests.chromium import required_chromium
+
+    required_chromium()
+    out = run("rendering.py", "--products", "20", "--concurrency", "2", "--repeat", "1",
+              "--only", "crashsafe")  # fmt: skip
+    assert "crashsafe render=True c=2" in out and "crashsafe auto c=2" in out
+    assert out.count("20/20") == 4  # each stored every product, on both shops

@@ -93,6 +93,7 @@ def compact(
     workers: list[WorkerInfo],
     control: Control | None = None,
     rendered: dict[str, tuple[int, int]] | None = None,
+    revisits: dict[str, tuple[int, int]] | None = None,
 ) -> str:
     """One crawl as a block of short lines (what an 80-column terminal shows whole)."""
     lines = [s.crawl]
@@ -120,6 +121,8 @@ def compact(
             f"  passes    {e.passes:,}, the last begun {iso_time(e.last_pass_at)}: "
             f"{e.changed_last_pass:,} changed since"
         )
+        if revisits:
+            lines.append(f"  revisits  {revisits_line(revisits)}")
     if e.files:
         lines.append(f"  files     {e.files:,} ({e.file_bytes:,} bytes)")
     if rendered:
@@ -150,6 +153,19 @@ def compact(
     return "\n".join(lines)
 
 
+def revisits_line(revisits: dict[str, tuple[int, int]]) -> str:
+    """``180 pages fetched: 120 not modified (304), 50 unchanged, 10 parsed; 81,920
+    bytes``: the last pass's fetches (crawl/revisits.py)."""
+    count = {how: n for how, (n, _) in revisits.items()}
+    total = sum(count.values())
+    size = sum(b for _, b in revisits.values())
+    return (
+        f"{total:,} pages fetched in the last pass: {count.get('not-modified', 0):,} not "
+        f"modified (304), {count.get('unchanged', 0):,} unchanged, "
+        f"{count.get('fetched', 0):,} parsed; {size:,} body bytes"
+    )
+
+
 def as_json(
     s: CrawlStats,
     e: EffectStats,
@@ -157,6 +173,7 @@ def as_json(
     workers: list[WorkerInfo],
     control: Control | None = None,
     rendered: dict[str, tuple[int, int]] | None = None,
+    revisits: dict[str, tuple[int, int]] | None = None,
 ) -> dict[str, Any]:
     item: dict[str, Any] = {k: getattr(s, k) for k in s.__dataclass_fields__}
     if control is not None:
@@ -172,6 +189,9 @@ def as_json(
     if e.last_pass_at is not None:  # ISO, as every other time in the output
         item["effects"]["last_pass_at"] = iso_time(e.last_pass_at)
     item["known"], item["requests_per_record"] = s.known, s.requests_per_record
+    item["last_pass_fetches"] = {
+        how: {"pages": n, "bytes": size} for how, (n, size) in (revisits or {}).items()
+    }
     item["render_patterns"] = {
         pattern: {"fetched": h, "browser": b} for pattern, (h, b) in (rendered or {}).items()
     }
@@ -211,16 +231,18 @@ def status(db_url: str, crawl_name: str | None, json_out: bool, wide: bool) -> N
         workers = store.workers(crawl_name)
         controls = [store.control(name) for name in names]
         rendered = [store.render_patterns(name) for name in names]
+        revisits = [store.pass_revisits(name) for name in names]
     finally:
         store.close()
-    each = list(zip(rows, effects, waiting, controls, rendered, strict=True))
+    each = list(zip(rows, effects, waiting, controls, rendered, revisits, strict=True))
     if json_out:
-        out = [as_json(s, e, w, workers, c, r) for s, e, w, c, r in each]
+        out = [as_json(s, e, w, workers, c, r, v) for s, e, w, c, r, v in each]
         click.echo(json.dumps(out, indent=2))
     elif not rows:
         click.echo(f"no crawls in {masked(db_url)}")
     elif not wide:
-        click.echo("\n\n".join(compact(s, e, w, workers, c, r) for s, e, w, c, r in each))
+        click.echo("\n\n".join(compact(s, e, w, workers, c, r, v)
+                                 for s, e, w, c, r, v in each))  # fmt: skip
     else:
         # Piped output keeps whole column names instead of the 80-column default.
         from rich.console import Console

@@ -44,6 +44,7 @@ from crashsafe.crawl.fetch_errors import TLSFetchError
 from crashsafe.crawl.politeness import HostSlots
 from crashsafe.crawl.render import Renderer, RenderFailed, RenderModes, pattern_of
 from crashsafe.crawl.requests import Request, callback_name, request_from_row
+from crashsafe.crawl.revisits import Seen, body_digest, spider_fingerprint, validators_of
 from crashsafe.crawl.robots import Robots, RobotsUnavailable
 from crashsafe.crawl.sessions import CookieSync, SendBuilder, cookie_rows
 from crashsafe.crawl.settings import CrawlSettings
@@ -122,6 +123,9 @@ class PageProcessor:
     ) -> None:
         self.spider = spider
         self.renderer = renderer  # set when the crawl may render pages
+        # In a recrawl: what a page's last fetch showed (crawl/revisits.py), or None.
+        self.seen_of: Callable[[int], Awaitable[Seen | None]] | None = None
+        self.fingerprint = spider_fingerprint(type(spider))
         self.modes = modes or RenderModes()
         self.tracer: Any = None  # OpenTelemetry (crashsafe/tracing.py): spans when set
         self.sends = sends
@@ -237,12 +241,26 @@ class PageProcessor:
             allowed, delay = verdict
             if not allowed:
                 return PageOutcome(lease, "skipped", error="disallowed by robots.txt")
+        mode = self._render_mode(request)
+        seen = None
+        sent = request
+        if (
+            self.seen_of is not None
+            and mode is None
+            and request.method == "GET"
+            and (not request.body_bytes)
+        ):  # a recrawl: ask for the page only if it changed
+            seen = await self.seen_of(lease.frontier_id)
+            if seen is not None and seen.spider == self.fingerprint:
+                sent = replace(request, headers={**(request.headers or {}), **seen.conditional()})
+            else:
+                seen = None
         try:
             if self.hosts.needed(self.settings.concurrency, delay):
                 async with self.hosts.slot(urlsplit(url).netloc, delay):
-                    resp = await self._fetch(request, on_request)
+                    resp = await self._fetch(sent, on_request)
             else:
-                resp = await self._fetch(request, on_request)
+                resp = await self._fetch(sent, on_request)
         except TransientFetchError as exc:
             return await self._give_up(request, self._retry(lease, str(exc)), exc)
         except PermanentFetchError as exc:
@@ -252,7 +270,23 @@ class PageProcessor:
         if resp.set_cookies and self.cookies is not None:
             self.cookies.received(resp.set_cookies)
         status = resp.status
+        cookies = cookie_rows(resp.set_cookies) if resp.set_cookies else ()
+        if seen is not None and status == 304:  # fetched, and not modified: records kept
+            return PageOutcome(
+                lease, "done", status, cookies=cookies, revisit="not-modified", body_bytes=0,
+                validators=validators_of(resp.headers, seen.sha256, self.fingerprint)
+                if resp.headers.get("ETag") or resp.headers.get("Last-Modified") else None,
+            )  # fmt: skip
         rule = status_rule(status, self.settings.handle_statuses)
+        digest = None
+        if rule == "parse" and mode is None:
+            digest = body_digest(resp.body)
+            if seen is not None and seen.sha256 == digest:  # the same body: not parsed
+                return PageOutcome(
+                    lease, "done", status, cookies=cookies, revisit="unchanged",
+                    body_bytes=len(resp.body),
+                    validators=validators_of(resp.headers, digest, self.fingerprint),
+                )  # fmt: skip
         if rule == "redirect":
             target = resp.headers.get("Location", "")
             return PageOutcome(lease, "done", status, f"redirect to {target} not followed")
@@ -276,7 +310,6 @@ class PageProcessor:
             return await self._give_up(request, failed, HttpError(page), page)
         rendered = None
         render_note = None
-        mode = self._render_mode(request)
         if mode is not None and "html" in (resp.headers.get("Content-Type") or "html").lower():
             pattern = pattern_of(resp.url)
             need = mode == "browser" or self.modes.straight_to_browser(pattern)
@@ -308,7 +341,11 @@ class PageProcessor:
                 self.modes.saw(pattern, helped)
                 render_note = (pattern, helped)
         if rendered is None:
-            return await self._parse(lease, page, resp, render_note)
+            outcome = await self._parse(lease, page, resp, render_note)
+            if digest is not None and outcome.kind == "done":
+                validators = validators_of(resp.headers, digest, self.fingerprint)
+                outcome = replace(outcome, validators=validators, body_bytes=len(resp.body))
+            return outcome
         try:
             return await self._parse(lease, page, resp, render_note)
         finally:

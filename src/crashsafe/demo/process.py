@@ -37,8 +37,8 @@ class ServiceProcess:
 
     name = "server"
 
-    def __init__(self, args: list[str]) -> None:
-        self.port = free_port()
+    def __init__(self, args: list[str], *, port: int | None = None) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.args = [sys.executable, "-m", "crashsafe", *args, "--port", str(self.port)]
         self.proc: subprocess.Popen[bytes] | None = None
@@ -80,17 +80,17 @@ class ShopProcess(ServiceProcess):
 
     name = "demo shop"
 
-    def __init__(self, options: ShopOptions) -> None:
+    def __init__(self, options: ShopOptions, *, port: int | None = None) -> None:
         o = options
         args = [
             "demo-site", "--listings", str(o.listings), "--per-listing", str(o.per_listing),
             "--latency-ms", str(o.latency_ms), "--error-rate", str(o.error_rate),
             "--error-attempts", str(o.error_attempts), "--seed", str(o.seed),
-            "--pager", str(o.pager),
+            "--pager", str(o.pager), "--round", str(o.round),
         ]  # fmt: skip
         args += ["--tracking"] * o.tracking + ["--dup-links"] * o.dup_links
         args += ["--js-share", str(o.js)] * bool(o.js)
-        super().__init__(args)
+        super().__init__(args, port=port)
         self.options = options
 
     def catalogue(self) -> dict[str, dict[str, str]]:

@@ -189,6 +189,17 @@ class Store(Protocol):
         (replaying them in order rebuilds the cookie jar), with their version."""
         ...
 
+    def validators(self, crawl: str, ids: Sequence[int]) -> dict[int, str]:
+        """What the last fetch of each done page of ``ids`` showed (JSON: its ETag,
+        Last-Modified, body digest and spider), for a recrawl to ask for changes only."""
+        ...
+
+    def pass_revisits(self, crawl: str) -> dict[str, tuple[int, int]]:
+        """The last pass's fetches by how they went (``fetched``: parsed;
+        ``not-modified``: a 304; ``unchanged``: the same body, not parsed): ``{how:
+        (pages, body bytes downloaded)}``."""
+        ...
+
     def render_patterns(self, crawl: str) -> dict[str, tuple[int, int]]:
         """Auto rendering's counts per URL pattern: ``{pattern: (pages fine as fetched,
         pages that needed the browser)}``, as committed."""

@@ -230,7 +230,9 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLControl):
             row = {"status": p.http_status, "error": error, "now": now, "id": fid,
                    "grant": grant}  # fmt: skip
             if p.kind == "done" or p.kind == "skipped":
-                done.append({**row, "links_skipped": p.links_skipped, "links_cut": p.links_cut})
+                done.append({**row, "links_skipped": p.links_skipped, "links_cut": p.links_cut,
+                             "validators": p.validators, "revisit": p.revisit,
+                             "body_bytes": p.body_bytes})  # fmt: skip
                 records += [
                     {"crawl": crawl, "id": r.id, "source": r.source, "key": r.key,
                      "key_json": r.key_json, "is_item": r.is_item, "url": r.url,
@@ -389,6 +391,22 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLControl):
                 version = first(tx.rows("cookie_jar_version", p)) or 0
                 rows = [(url, header) for url, header in tx.rows("list_cookies", p)]
             return StoredCookies(rows, version)
+
+        return self._run(go)
+
+    def validators(self, crawl: str, ids: Sequence[int]) -> dict[int, str]:
+        def go() -> dict[int, str]:
+            with self._read() as tx:
+                rows = tx.rows("page_validators", {"ids": list(ids)})
+            return {int(fid): text for fid, text in rows}
+
+        return self._run(go)
+
+    def pass_revisits(self, crawl: str) -> dict[str, tuple[int, int]]:
+        def go() -> dict[str, tuple[int, int]]:
+            with self._read() as tx:
+                rows = tx.rows("pass_revisits", {"crawl": crawl})
+            return {how: (int(n), int(size)) for how, n, size in rows}
 
         return self._run(go)
 

@@ -310,6 +310,12 @@ class PageOutcome:
     links_cut: int = 0
     #: auto rendering's decision for a done page: (URL pattern, needed the browser)
     render: tuple[str, bool] | None = None
+    #: what the fetch showed, for the next pass to ask for changes only (JSON; None:
+    #: keep what is stored), how a recrawl's fetch went (``not-modified``, ``unchanged``:
+    #: its records are kept as yielded again), and the body bytes downloaded
+    validators: str | None = None
+    revisit: str | None = None
+    body_bytes: int | None = None
 
 
 @pickled_as_tuple

@@ -252,6 +252,7 @@ WHERE r.crawl = %(crawl)s AND r.gone_at IS NULL
   AND f.id = r.page AND f.state = 'done' AND f.http_status IS NOT NULL
   AND f.http_status NOT IN (302, 303, 307)
   AND f.done_pass > r.seen_pass
+  AND f.revisit IS NULL  -- a page found unchanged (a 304, the same body) yielded them again
   AND EXISTS (SELECT 1 FROM passes WHERE crawl = %(crawl)s)
   AND NOT EXISTS (
       SELECT 1 FROM frontier WHERE crawl = %(crawl)s AND state IN ('pending', 'leased'));
@@ -262,10 +263,14 @@ UPDATE frontier f
 SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = f.attempts + 1, http_status = u.status, last_error = u.error,
     done_at = crashsafe_now(u.now), links_skipped = u.links_skipped, links_cut = u.links_cut,
-    done_pass = (SELECT coalesce(max(pass), 1) FROM passes p WHERE p.crawl = f.crawl)
+    done_pass = (SELECT coalesce(max(pass), 1) FROM passes p WHERE p.crawl = f.crawl),
+    validators = coalesce(u.validators, f.validators), revisit = u.revisit,
+    body_bytes = u.body_bytes
 FROM unnest(%(status)s::int[], %(error)s::text[], %(now)s::float8[], %(id)s::bigint[],
-            %(grant)s::bigint[], %(links_skipped)s::int[], %(links_cut)s::int[])
-     AS u(status, error, now, id, g, links_skipped, links_cut)
+            %(grant)s::bigint[], %(links_skipped)s::int[], %(links_cut)s::int[],
+            %(validators)s::text[], %(revisit)s::text[], %(body_bytes)s::bigint[])
+     AS u(status, error, now, id, g, links_skipped, links_cut, validators, revisit,
+          body_bytes)
 WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g AND f.state = 'leased';
 
 -- name: mark_retry
@@ -879,3 +884,13 @@ ON CONFLICT (crawl, pattern) DO UPDATE SET
 
 -- name: list_render_patterns
 SELECT pattern, http, browser FROM render_patterns WHERE crawl = %(crawl)s ORDER BY pattern;
+
+-- name: page_validators
+SELECT id, validators FROM frontier
+WHERE id = ANY(%(ids)s::bigint[]) AND validators IS NOT NULL;
+
+-- name: pass_revisits
+SELECT coalesce(revisit, 'fetched'), count(*), coalesce(sum(body_bytes), 0) FROM frontier
+WHERE crawl = %(crawl)s AND state = 'done' AND http_status IS NOT NULL
+  AND done_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = %(crawl)s)
+GROUP BY 1;

@@ -153,7 +153,8 @@ WHERE crawl = :crawl AND gone_at IS NULL
       SELECT 1 FROM frontier f
       WHERE f.id = records.page AND f.state = 'done' AND f.http_status IS NOT NULL
         AND f.http_status NOT IN (302, 303, 307)
-        AND f.done_pass > records.seen_pass)
+        AND f.done_pass > records.seen_pass
+        AND f.revisit IS NULL)  -- a page found unchanged (a 304, the same body): yielded again
   AND NOT EXISTS (
       SELECT 1 FROM frontier WHERE crawl = :crawl AND state IN ('pending', 'leased'));
 
@@ -162,7 +163,9 @@ UPDATE frontier
 SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = attempts + 1, http_status = :status, last_error = :error, done_at = :now,
     links_skipped = :links_skipped, links_cut = :links_cut,
-    done_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = frontier.crawl)
+    done_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = frontier.crawl),
+    validators = coalesce(:validators, validators), revisit = :revisit,
+    body_bytes = :body_bytes
 WHERE id = :id AND grant_id = :grant AND state = 'leased';
 
 -- name: mark_retry
@@ -674,3 +677,14 @@ ON CONFLICT (crawl, pattern) DO UPDATE SET
 
 -- name: list_render_patterns
 SELECT pattern, http, browser FROM render_patterns WHERE crawl = :crawl ORDER BY pattern;
+
+-- name: page_validators
+SELECT id, validators FROM frontier
+WHERE id IN (SELECT value FROM json_each(:ids)) AND validators IS NOT NULL;
+
+-- name: pass_revisits
+-- The last pass's fetches: by how they went, and the bytes they downloaded.
+SELECT coalesce(revisit, 'fetched'), count(*), coalesce(sum(body_bytes), 0) FROM frontier
+WHERE crawl = :crawl AND state = 'done' AND http_status IS NOT NULL
+  AND done_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = :crawl)
+GROUP BY 1;
