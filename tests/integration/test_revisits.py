@@ -212,3 +212,135 @@ def test_records_of_a_page_found_unchanged_stay_until_a_parse_drops_them(
         site.items = ["a"]
         next_pass()  # changed: parsed, and b is gone
         assert live() == {"a": 1}
+
+
+class Scripted:
+    """Pages a test rewrites between passes: ``pages[path] = (status, html, headers)``;
+    validators as a real server sends them (a strong ETag from the body, Last-Modified
+    from ``modified[path]``), 304 when ``If-None-Match`` matches, or without it when the
+    page is not newer than ``If-Modified-Since``."""
+
+    def __init__(self) -> None:
+        self.pages: dict[str, tuple[int, str, dict[str, str]]] = {}
+        self.modified: dict[str, int] = {}
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", self.handle)
+        return app
+
+    async def handle(self, request: web.Request) -> web.Response:
+        import hashlib
+        from email.utils import formatdate, parsedate_to_datetime
+
+        if request.path == "/robots.txt":
+            return web.Response(text="")
+        status, html, extra = self.pages.get(request.path, (404, "", {}))
+        if status != 200:
+            return web.Response(status=status, text=html, headers=extra)
+        etag = '"' + hashlib.sha256(html.encode()).hexdigest()[:12] + '"'
+        stamp = 1_700_000_000 + self.modified.get(request.path, 0)
+        headers = {"ETag": etag, "Last-Modified": formatdate(stamp, usegmt=True), **extra}
+        match, since = (
+            request.headers.get("If-None-Match"),
+            request.headers.get("If-Modified-Since"),
+        )
+        if match == etag or (
+            match is None and since and stamp <= parsedate_to_datetime(since).timestamp()
+        ):
+            return web.Response(status=304, headers=headers)
+        return web.Response(text=html, content_type="text/html", headers=headers)
+
+
+class Listed(Spider):
+    name = "listed"
+    currency = "USD"
+
+    def parse(self, page: Page) -> Iterator[Any]:
+        yield from page.follow_all(css="a::attr(href)")
+        for item in page.css("i::text").getall():
+            yield Record(item, {"item": item, "currency": self.currency})
+
+
+def _live(db: str, crawl: str) -> dict[str, Any]:
+    store = open_store(db)
+    try:
+        return {r.key: r.data for r in store.iter_records(crawl)}
+    finally:
+        store.close()
+
+
+def _next_pass(db: str, crawl: str) -> None:
+    store = open_store(db)
+    try:
+        store.recrawl(crawl)
+    finally:
+        store.close()
+
+
+def test_a_page_gone_then_back_as_it_was_is_parsed_again(any_db_url: str) -> None:
+    """404 in one pass (its records gone), the same body as before in the next: its
+    records come back (the 404 kept no validators to answer with)."""
+    site = Scripted()
+    site.pages["/"] = (200, "<i>a</i><i>b</i>", {})
+    with AppThread(site.app()) as served:
+        start = [f"{served.url}/"]
+        crashsafe.crawl(Listed, db=any_db_url, start_urls=start)
+        site.pages["/"] = (404, "", {})
+        _next_pass(any_db_url, "listed")
+        crashsafe.crawl(Listed, db=any_db_url, start_urls=start)
+        assert _live(any_db_url, "listed") == {}
+        site.pages["/"] = (200, "<i>a</i><i>b</i>", {})
+        _next_pass(any_db_url, "listed")
+        crashsafe.crawl(Listed, db=any_db_url, start_urls=start)
+        assert set(_live(any_db_url, "listed")) == {"a", "b"}
+
+
+def test_a_record_another_page_dropped_stays_while_an_unchanged_page_lists_it(
+    any_db_url: str,
+) -> None:
+    site = Scripted()
+    site.pages["/"] = (200, '<a href="/a">a</a><a href="/b">b</a>', {})
+    site.pages["/a"] = (200, "<i>x</i>", {})
+    site.pages["/b"] = (200, "<i>x</i><i>y</i>", {})
+    with AppThread(site.app()) as served:
+        start = [f"{served.url}/"]
+        crashsafe.crawl(Listed, db=any_db_url, start_urls=start, concurrency=1)
+        site.pages["/b"] = (200, "<i>y</i>", {})  # /b drops x; /a, unchanged, still has it
+        _next_pass(any_db_url, "listed")
+        crashsafe.crawl(Listed, db=any_db_url, start_urls=start, concurrency=1)
+        assert set(_live(any_db_url, "listed")) == {"x", "y"}
+
+
+def test_a_page_that_now_redirects_is_not_taken_as_unchanged(any_db_url: str) -> None:
+    site = Scripted()
+    site.pages["/"] = (200, '<a href="/p/1">1</a>', {})
+    site.pages["/p/1"] = (200, "<i>p1</i>", {})
+    site.modified["/p/1"] = 100  # newer than the listing
+    with AppThread(site.app()) as served:
+        start = [f"{served.url}/"]
+        crashsafe.crawl(Listed, db=any_db_url, start_urls=start)
+        assert set(_live(any_db_url, "listed")) == {"p1"}
+        site.pages["/p/1"] = (301, "", {"Location": "/"})  # removed: sent to the listing
+        _next_pass(any_db_url, "listed")
+        crashsafe.crawl(Listed, db=any_db_url, start_urls=start)
+        assert _live(any_db_url, "listed") == {}  # p1 is gone, not kept by a 304 of "/"
+
+
+def test_a_spider_argument_changed_parses_every_page_again(any_db_url: str) -> None:
+    site = Scripted()
+    site.pages["/"] = (200, "<i>a</i>", {})
+    with AppThread(site.app()) as served:
+        start = [f"{served.url}/"]
+        crashsafe.crawl(Listed, db=any_db_url, start_urls=start)
+        _next_pass(any_db_url, "listed")
+        crashsafe.crawl(Listed(currency="EUR"), db=any_db_url, start_urls=start)
+        assert _live(any_db_url, "listed") == {"a": {"item": "a", "currency": "EUR"}}
+        _next_pass(any_db_url, "listed")  # the same arguments again: a 304, kept as is
+        crashsafe.crawl(Listed(currency="EUR"), db=any_db_url, start_urls=start)
+        store = open_store(any_db_url)
+        try:
+            assert store.pass_revisits("listed") == {"not-modified": (1, 0)}
+        finally:
+            store.close()
+        assert _live(any_db_url, "listed") == {"a": {"item": "a", "currency": "EUR"}}

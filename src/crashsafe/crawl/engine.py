@@ -321,6 +321,7 @@ class Crawler:
                 await self._call(self.store.release, self.crawl, [(lease, slot.requested)])
         finally:
             self._inflight.pop(task, None)
+            self._seen.pop(lease.frontier_id, None)
             # The committer refills slots as pages commit; the main loop only needs waking
             # when the last page is out (the crawl may be over) or on a stop.
             if not self._inflight or self._stopping:

@@ -59,6 +59,8 @@ class Response:
 #: What a request's own headers may hold that is for its origin only: dropped when a
 #: redirect leads to another origin (as browsers, curl and requests do).
 CREDENTIALS = frozenset({"authorization", "cookie"})
+#: A recrawl's conditional request headers (crawl/revisits.py): dropped at a redirect.
+CONDITIONAL = frozenset({"if-none-match", "if-modified-since"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +90,12 @@ class Send:
 
     def after_redirect(self, status: int, *, same_origin: bool) -> Send:
         sent = self
-        if not same_origin and (self.cookies or self.headers):
-            headers = self.headers
+        if self.headers and any(k.lower() in CONDITIONAL for k in self.headers):
+            # Validators are for the URL they were kept for, not where it now leads.
+            kept = {k: v for k, v in self.headers.items() if k.lower() not in CONDITIONAL}
+            sent = replace(sent, headers=kept)
+        if not same_origin and (sent.cookies or sent.headers):
+            headers = sent.headers
             if headers:
                 headers = {k: v for k, v in headers.items() if k.lower() not in CREDENTIALS}
             sent = replace(sent, headers=headers, cookies=None)

@@ -125,7 +125,7 @@ class PageProcessor:
         self.renderer = renderer  # set when the crawl may render pages
         # In a recrawl: what a page's last fetch showed (crawl/revisits.py), or None.
         self.seen_of: Callable[[int], Awaitable[Seen | None]] | None = None
-        self.fingerprint = spider_fingerprint(type(spider))
+        self.fingerprint = spider_fingerprint(spider, settings)
         self.modes = modes or RenderModes()
         self.tracer: Any = None  # OpenTelemetry (crashsafe/tracing.py): spans when set
         self.sends = sends
@@ -251,7 +251,7 @@ class PageProcessor:
             and (not request.body_bytes)
         ):  # a recrawl: ask for the page only if it changed
             seen = await self.seen_of(lease.frontier_id)
-            if seen is not None and seen.spider == self.fingerprint:
+            if seen is not None and seen.spider == self.fingerprint and seen.url == request.url:
                 sent = replace(request, headers={**(request.headers or {}), **seen.conditional()})
             else:
                 seen = None
@@ -271,21 +271,26 @@ class PageProcessor:
             self.cookies.received(resp.set_cookies)
         status = resp.status
         cookies = cookie_rows(resp.set_cookies) if resp.set_cookies else ()
-        if seen is not None and status == 304:  # fetched, and not modified: records kept
+        if seen is not None and status == 304 and resp.url == seen.url:  # not modified
+            headers = {"ETag": resp.headers.get("ETag") or seen.etag or "",
+                       "Last-Modified": resp.headers.get("Last-Modified")
+                       or seen.last_modified or ""}  # fmt: skip
             return PageOutcome(
                 lease, "done", status, cookies=cookies, revisit="not-modified", body_bytes=0,
-                validators=validators_of(resp.headers, seen.sha256, self.fingerprint)
-                if resp.headers.get("ETag") or resp.headers.get("Last-Modified") else None,
+                validators=validators_of(headers, seen.sha256, self.fingerprint, seen.url,
+                                         seen.records),
+                kept=seen.records,
             )  # fmt: skip
         rule = status_rule(status, self.settings.handle_statuses)
         digest = None
         if rule == "parse" and mode is None:
             digest = body_digest(resp.body)
-            if seen is not None and seen.sha256 == digest:  # the same body: not parsed
-                return PageOutcome(
+            if seen is not None and seen.sha256 == digest and resp.url == seen.url:
+                return PageOutcome(  # the same body: not parsed, its records yielded again
                     lease, "done", status, cookies=cookies, revisit="unchanged",
-                    body_bytes=len(resp.body),
-                    validators=validators_of(resp.headers, digest, self.fingerprint),
+                    body_bytes=len(resp.body), kept=seen.records,
+                    validators=validators_of(resp.headers, digest, self.fingerprint, resp.url,
+                                             seen.records),
                 )  # fmt: skip
         if rule == "redirect":
             target = resp.headers.get("Location", "")
@@ -342,8 +347,9 @@ class PageProcessor:
                 render_note = (pattern, helped)
         if rendered is None:
             outcome = await self._parse(lease, page, resp, render_note)
-            if digest is not None and outcome.kind == "done":
-                validators = validators_of(resp.headers, digest, self.fingerprint)
+            if digest is not None and outcome.kind == "done" and outcome.error is None:
+                ids = [r.id for r in outcome.records]
+                validators = validators_of(resp.headers, digest, self.fingerprint, resp.url, ids)
                 outcome = replace(outcome, validators=validators, body_bytes=len(resp.body))
             return outcome
         try:

@@ -8,9 +8,12 @@ with its done mark, and the next pass asks for changes only.
   the page fetched and unchanged: no body, no parse, its records kept (not gone, no new
   version). A server that ignores validators sends the body again: when its digest is
   the one kept, the page is unchanged all the same and is not parsed.
-- Only while the spider is the same: a changed spider file parses every page again (its
-  records may come out otherwise). Rendered pages are always fetched and parsed whole
-  (their data may come from scripts whose answers changed under the same HTML).
+- Only while the spider is the same (its file, its arguments, the crawl's settings) and
+  the page is where it was (no redirect): else it is parsed whole. A page found unchanged
+  yields again the records its last parse yielded (their ids are kept with it): they are
+  not gone, even where another page yielded them last. Rendered pages are always fetched
+  and parsed whole (their data may come from scripts whose answers changed under the same
+  HTML).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +37,8 @@ class Seen:
     last_modified: str | None
     sha256: str
     spider: str
+    url: str  # the page's URL after redirects (a page that redirected is parsed whole)
+    records: tuple[str, ...]  # the ids of the records its last parse yielded
 
     def conditional(self) -> dict[str, str]:
         """The headers that ask the server for the page only if it changed."""
@@ -50,7 +56,7 @@ class Seen:
         try:
             data = json.loads(text)
             return cls(data.get("etag"), data.get("last_modified"), data["sha256"],
-                       data["spider"])  # fmt: skip
+                       data["spider"], data["url"], tuple(data["records"]))  # fmt: skip
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
 
@@ -59,9 +65,18 @@ def body_digest(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()[:32]
 
 
-def validators_of(headers: Mapping[str, str], digest: str, spider: str) -> str:
-    """The JSON kept with a done page (``frontier.validators``)."""
-    out: dict[str, Any] = {"sha256": digest, "spider": spider}
+MAX_RECORDS = 1000  # a page that yielded more is always parsed (its ids are not kept)
+
+
+def validators_of(
+    headers: Mapping[str, str], digest: str, spider: str, url: str, records: Sequence[str]
+) -> str | None:
+    """The JSON kept with a done page (``frontier.validators``); None for a page whose
+    records are too many to keep the ids of."""
+    if len(records) > MAX_RECORDS:
+        return None
+    out: dict[str, Any] = {"sha256": digest, "spider": spider, "url": url,
+                           "records": list(records)}  # fmt: skip
     etag, modified = headers.get("ETag"), headers.get("Last-Modified")
     if etag and len(etag) <= 200:
         out["etag"] = etag
@@ -70,12 +85,18 @@ def validators_of(headers: Mapping[str, str], digest: str, spider: str) -> str:
     return json.dumps(out, separators=(",", ":"))
 
 
-def spider_fingerprint(cls: type) -> str:
-    """A digest of the file that defines spider class ``cls`` (its name alone when there
-    is no file): a changed spider parses every page again. (Computed once per crawl.)"""
+def spider_fingerprint(spider: object, settings: object) -> str:
+    """A digest of what decides a page's records besides the page: the file that defines
+    the spider's class, the spider's own attributes (its arguments), the crawl's settings
+    and crashsafe's version. Any of them changed, every page is parsed again. A spider
+    whose source cannot be read gets a fingerprint of its own each run: never skipped."""
+    cls = type(spider)
     try:
         source = inspect.getsource(inspect.getmodule(cls) or cls)
     except (OSError, TypeError):
-        source = ""
-    seed = f"{cls.__module__}.{cls.__qualname__}\n{source}"
+        source = os.urandom(16).hex()
+    from crashsafe import __version__
+
+    own = sorted((k, repr(v)) for k, v in vars(spider).items())
+    seed = f"{cls.__module__}.{cls.__qualname__}\n{source}\n{own}\n{settings!r}\n{__version__}"
     return hashlib.sha256(seed.encode()).hexdigest()[:16]

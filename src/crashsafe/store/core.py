@@ -218,6 +218,7 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLControl):
         cookies: list[dict[str, Any]] = []
         files: list[dict[str, Any]] = []
         rendered: dict[str, list[int]] = {}
+        touched: list[dict[str, Any]] = []
         stale: list[bool] = []
         for p in pages:
             fid, grant = p.lease.frontier_id, p.lease.grant_id
@@ -233,6 +234,7 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLControl):
                 done.append({**row, "links_skipped": p.links_skipped, "links_cut": p.links_cut,
                              "validators": p.validators, "revisit": p.revisit,
                              "body_bytes": p.body_bytes})  # fmt: skip
+                touched += [{"crawl": crawl, "id": rid, "page": fid} for rid in p.kept]
                 records += [
                     {"crawl": crawl, "id": r.id, "source": r.source, "key": r.key,
                      "key_json": r.key_json, "is_item": r.is_item, "url": r.url,
@@ -276,6 +278,9 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLControl):
             # the later page has it (one statement cannot write a row twice).
             records = sorted({r["id"]: r for r in records}.values(), key=_by_id)
             tx.many("upsert_record", records)
+        if touched:  # (after the records: one of them may be written by this group too)
+            touched.sort(key=_by_id)
+            tx.many("yield_again", touched)
         if files:
             tx.many("put_file", sorted({f["sha256"]: f for f in files}.values(), key=_by_sha))
         if links:

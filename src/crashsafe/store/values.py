@@ -316,6 +316,8 @@ class PageOutcome:
     validators: str | None = None
     revisit: str | None = None
     body_bytes: int | None = None
+    #: a page found unchanged: the ids of the records it yields again (not parsed)
+    kept: Sequence[str] = ()
 
 
 @pickled_as_tuple

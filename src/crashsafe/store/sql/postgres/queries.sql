@@ -252,7 +252,6 @@ WHERE r.crawl = %(crawl)s AND r.gone_at IS NULL
   AND f.id = r.page AND f.state = 'done' AND f.http_status IS NOT NULL
   AND f.http_status NOT IN (302, 303, 307)
   AND f.done_pass > r.seen_pass
-  AND f.revisit IS NULL  -- a page found unchanged (a 304, the same body) yielded them again
   AND EXISTS (SELECT 1 FROM passes WHERE crawl = %(crawl)s)
   AND NOT EXISTS (
       SELECT 1 FROM frontier WHERE crawl = %(crawl)s AND state IN ('pending', 'leased'));
@@ -264,7 +263,7 @@ SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = f.attempts + 1, http_status = u.status, last_error = u.error,
     done_at = crashsafe_now(u.now), links_skipped = u.links_skipped, links_cut = u.links_cut,
     done_pass = (SELECT coalesce(max(pass), 1) FROM passes p WHERE p.crawl = f.crawl),
-    validators = coalesce(u.validators, f.validators), revisit = u.revisit,
+    validators = u.validators, revisit = u.revisit,
     body_bytes = u.body_bytes
 FROM unnest(%(status)s::int[], %(error)s::text[], %(now)s::float8[], %(id)s::bigint[],
             %(grant)s::bigint[], %(links_skipped)s::int[], %(links_cut)s::int[],
@@ -884,6 +883,15 @@ ON CONFLICT (crawl, pattern) DO UPDATE SET
 
 -- name: list_render_patterns
 SELECT pattern, http, browser FROM render_patterns WHERE crawl = %(crawl)s ORDER BY pattern;
+
+-- name: yield_again
+-- many (sorted by id: store/core.py). A page a recrawl found unchanged yields again the
+-- live records its last parse yielded.
+UPDATE records r
+SET page = u.page, seen_pass = (SELECT coalesce(max(pass), 1) FROM passes p
+                                WHERE p.crawl = r.crawl)
+FROM unnest(%(crawl)s::text[], %(id)s::text[], %(page)s::bigint[]) AS u(crawl, id, page)
+WHERE r.crawl = u.crawl AND r.id = u.id AND r.gone_at IS NULL;
 
 -- name: page_validators
 SELECT id, validators FROM frontier

@@ -153,8 +153,7 @@ WHERE crawl = :crawl AND gone_at IS NULL
       SELECT 1 FROM frontier f
       WHERE f.id = records.page AND f.state = 'done' AND f.http_status IS NOT NULL
         AND f.http_status NOT IN (302, 303, 307)
-        AND f.done_pass > records.seen_pass
-        AND f.revisit IS NULL)  -- a page found unchanged (a 304, the same body): yielded again
+        AND f.done_pass > records.seen_pass)
   AND NOT EXISTS (
       SELECT 1 FROM frontier WHERE crawl = :crawl AND state IN ('pending', 'leased'));
 
@@ -164,7 +163,7 @@ SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = attempts + 1, http_status = :status, last_error = :error, done_at = :now,
     links_skipped = :links_skipped, links_cut = :links_cut,
     done_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = frontier.crawl),
-    validators = coalesce(:validators, validators), revisit = :revisit,
+    validators = :validators, revisit = :revisit,
     body_bytes = :body_bytes
 WHERE id = :id AND grant_id = :grant AND state = 'leased';
 
@@ -677,6 +676,14 @@ ON CONFLICT (crawl, pattern) DO UPDATE SET
 
 -- name: list_render_patterns
 SELECT pattern, http, browser FROM render_patterns WHERE crawl = :crawl ORDER BY pattern;
+
+-- name: yield_again
+-- A page a recrawl found unchanged (a 304, the same body) yields again the live records
+-- its last parse yielded: noted as in upsert_record, their data as it is.
+UPDATE records
+SET page = :page,
+    seen_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = :crawl)
+WHERE crawl = :crawl AND id = :id AND gone_at IS NULL;
 
 -- name: page_validators
 SELECT id, validators FROM frontier
