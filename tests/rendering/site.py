@@ -63,7 +63,9 @@ fetch('/api/held').then(function (r) { return r.text(); }).then(function (t) {
 MORE = """<html><body><ul id="items"><li>a</li><li>b</li></ul>
 <button id="more" onclick="['c', 'd'].forEach(function (t) {
   var li = document.createElement('li'); li.textContent = t;
-  document.getElementById('items').appendChild(li); });">more</button></body></html>"""
+  document.getElementById('items').appendChild(li); });
+  document.cookie = 'clicked=yes; path=/';">more</button>
+<a href="/after">after</a></body></html>"""
 
 
 class TcpCanary:

@@ -243,16 +243,22 @@ def test_the_callback_drives_the_browser_and_rereads_the_page(
         render = True
 
         async def parse(self, page: Page) -> AsyncIterator[Any]:
+            if page.browser is None:  # /after, fetched
+                return
             before = page.css("#items li::text").getall()
-            await page.browser.click("#more")
+            await page.browser.click("#more")  # (its handler also sets a cookie)
             await page.browser.wait_for_selector("#items li:nth-child(4)")
             await page.reread()
             yield Record("items", {"before": before, "after": page.css("#items li::text").getall()})
+            yield page.follow("/after", render=False)
 
-    _, url = site
+    app, url = site
     run_crawl(More(), store, f"{url}/more", browser_executable=chromium)
     records = {r.key: r.data for r in store.iter_records("more")}
     assert records == {"items": {"before": ["a", "b"], "after": ["a", "b", "c", "d"]}}
+    # the cookie the click set came back to the crawl: sent with the next page, and stored
+    assert app.cookies_seen["/after"] == {"clicked": "yes"}
+    assert [h.split(";")[0] for _, h in store.cookies("more").rows] == ["clicked=yes"]
 
 
 def test_contexts_and_the_browser_are_recycled_and_the_records_stay_right(

@@ -353,7 +353,15 @@ class PageProcessor:
                 outcome = replace(outcome, validators=validators, body_bytes=len(resp.body))
             return outcome
         try:
-            return await self._parse(lease, page, resp, render_note)
+            outcome = await self._parse(lease, page, resp, render_note)
+            if outcome.kind == "done" and rendered.later_cookies is not None:
+                set_later = await rendered.later_cookies()  # the callback drove the page
+                if set_later:
+                    if self.cookies is not None:
+                        self.cookies.received(set_later)
+                    rows = [*outcome.cookies, *cookie_rows(set_later)]
+                    outcome = replace(outcome, cookies=rows)
+            return outcome
         finally:
             await rendered.close()
 

@@ -116,6 +116,8 @@ class Rendered:
     close: Callable[[], Awaitable[None]]
     refused: int = 0  # requests of the page refused (allow-list, address guard)
     blocked: int = 0  # requests of a blocked resource type
+    #: the cookies the page set since the DOM was first read (the callback drove it)
+    later_cookies: Callable[[], Awaitable[list[tuple[str, str]]]] | None = None
 
 
 class Renderer:
@@ -234,7 +236,19 @@ class Renderer:
             url, resp.status, CIMultiDictProxy(headers), body,
             (*resp.set_cookies, *state.set_cookies, *js_cookies),
         )  # fmt: skip
-        return Rendered(rendered, page, stack.aclose, state.refused, state.blocked)
+        served = len(state.set_cookies)
+
+        async def later_cookies() -> list[tuple[str, str]]:
+            """Cookies the page set while the callback drove it: its responses' since
+            the DOM was read, and its scripts' (put into the jar too)."""
+            responses = list(state.set_cookies[served:])
+            try:
+                return responses + await self._take_cookies(context, url, state)
+            except Exception:  # the page or its browser is gone: what its responses set
+                return responses
+
+        return Rendered(rendered, page, stack.aclose, state.refused, state.blocked,
+                        later_cookies)  # fmt: skip
 
     async def _guard_context(self, context: Any) -> None:
         """A new context's requests go through :meth:`_route`; its WebSockets are refused
