@@ -195,11 +195,7 @@ def test_records_of_a_page_found_unchanged_stay_until_a_parse_drops_them(
             store.close()
 
     def next_pass() -> None:
-        store = open_store(any_db_url)
-        try:
-            store.recrawl("items")
-        finally:
-            store.close()
+        _next_pass(any_db_url, "items")
         crashsafe.crawl(Items, db=any_db_url, start_urls=[f"{served.url}/"])
 
     with AppThread(site.app()) as served:

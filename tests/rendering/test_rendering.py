@@ -209,26 +209,49 @@ def test_a_page_whose_script_never_settles_is_cut_at_its_budget(
     no_browser_left()
 
 
+def crawl_held(
+    app: JsSite,
+    url: str,
+    store: Store,
+    chromium: str,
+    pids: Callable[[], list[int]],
+    sig: int,
+    **settings: Any,
+) -> list[int]:
+    """Crawl ``/held`` rendered; once its script has asked for its price (which the
+    server holds), send ``sig`` to the processes ``pids()`` names, then let the price
+    come. Returns the processes signalled (a stopped one is killed after the crawl)."""
+    app.held.set()
+    signalled: list[int] = []
+
+    def strike() -> None:
+        app.held_asked.wait(60)
+        for pid in pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+                signalled.append(pid)
+        app.held.clear()
+
+    striker = threading.Thread(target=strike)
+    striker.start()
+    try:
+        run_crawl(HeldPrices(), store, f"{url}/held", render=True,
+                  browser_executable=chromium, **settings)  # fmt: skip
+    finally:
+        app.held.clear()
+        striker.join()
+        if sig == signal.SIGSTOP:
+            for pid in signalled:  # (killed by the crawl; if not, not left stopped)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+    return signalled
+
+
 def test_a_browser_killed_mid_render_fails_only_that_attempt(
     site: tuple[JsSite, str], store: Store, chromium: str
 ) -> None:
     app, url = site
-    app.held.set()
-
-    def kill_the_browser() -> None:
-        app.held_asked.wait(60)
-        for pid in browser_processes(os.getpid()):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, 9)
-        app.held.clear()
-
-    killer = threading.Thread(target=kill_the_browser)
-    killer.start()
-    try:
-        run_crawl(HeldPrices(), store, f"{url}/held", render=True, browser_executable=chromium)
-    finally:
-        app.held.clear()
-        killer.join()
+    crawl_held(app, url, store, chromium, lambda: list(browser_processes(os.getpid())), 9)
     records = {r.key: r.data for r in store.iter_records("prices")}
     assert records == {"held": {"price": "9.99"}}  # the retry, in a new browser
     assert app.hits["/held"] == 2  # the page was fetched again for its second attempt
@@ -364,29 +387,22 @@ def test_a_driver_killed_mid_render_fails_only_that_attempt(
     """Playwright's driver (node) dies and takes the browser along: the page is retried
     with a new driver and browser."""
     app, url = site
-    app.held.set()
-
-    def kill_the_driver() -> None:
-        app.held_asked.wait(60)
-        for pid in _children(os.getpid()):
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"playwright" in f.read():
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, 9)
-        app.held.clear()
-
-    killer = threading.Thread(target=kill_the_driver)
-    killer.start()
-    try:
-        run_crawl(HeldPrices(), store, f"{url}/held", render=True, browser_executable=chromium)
-    finally:
-        app.held.clear()
-        killer.join()
+    crawl_held(app, url, store, chromium, lambda: _drivers(os.getpid()), 9)
     failed = [(f.url, f.error) for f in store.failed("prices")]
     assert failed == []
     assert {r.key: r.data for r in store.iter_records("prices")} == {"held": {"price": "9.99"}}
     assert app.hits["/held"] == 2
     no_browser_left()
+
+
+def _drivers(parent: int) -> list[int]:
+    """The Playwright drivers (node) among ``parent``'s children."""
+    found = []
+    for pid in _children(parent):
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"playwright" in f.read():
+                found.append(pid)
+    return found
 
 
 def _children(parent: int) -> list[int]:
@@ -409,28 +425,9 @@ def test_a_browser_that_stops_answering_is_killed_and_replaced(
     """The browser is paused (SIGSTOP) mid-render: the page is cut at its budget, the
     browser that does not close is killed, and the retry renders in a new one."""
     app, url = site
-    app.held.set()
-    paused: list[int] = []
-
-    def pause_the_browser() -> None:
-        app.held_asked.wait(60)
-        for pid in browser_processes(os.getpid()):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGSTOP)
-                paused.append(pid)
-        app.held.clear()
-
-    pauser = threading.Thread(target=pause_the_browser)
-    pauser.start()
-    try:
-        run_crawl(HeldPrices(), store, f"{url}/held", render=True, render_timeout=6.0,
-                  browser_executable=chromium)  # fmt: skip
-    finally:
-        app.held.clear()
-        pauser.join()
-        for pid in paused:  # (killed by the crawl; if not, not left stopped)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    paused = crawl_held(app, url, store, chromium,
+                        lambda: list(browser_processes(os.getpid())), signal.SIGSTOP,
+                        render_timeout=6.0)  # fmt: skip
     assert paused
     assert {r.key: r.data for r in store.iter_records("prices")} == {"held": {"price": "9.99"}}
     assert app.hits["/held"] == 2

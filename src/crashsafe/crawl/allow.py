@@ -195,6 +195,28 @@ class AllowList:
             return True
         return any(entry.allows(host, port) for entry in self._walk)
 
+    @classmethod
+    def own_or(cls, entries: Iterable[str] | None, default: AllowList) -> AllowList:
+        """An allow-list of its own (``allowed_download_domains``,
+        ``browser_allowed_domains``), or ``default`` (the crawl's) when not set."""
+        return default if entries is None else cls.from_settings(entries, [])
+
+
+def check_allowed(url: str, allowed: AllowList | None, setting: str) -> str:
+    """``url`` if it is an http(s) URL a link may be and ``allowed`` (None: any host)
+    lets its host and port through, else BadLink saying why, naming the ``setting`` that
+    decides (a redirect's target is checked so too)."""
+    if not url.startswith(("http://", "https://")):
+        raise BadLink("not an http(s) URL")
+    check_raw(url)
+    host, port = host_and_port(url)
+    if allowed is not None and not allowed.allows(host, port):
+        raise BadLink(
+            f"{host}:{port} is outside {setting} (the crawl's allowed_domains unless set; "
+            "'*' allows any public host)"
+        )
+    return url
+
 
 _BAD = "\x00bad"  # cached answer for a bad link (the reason follows)
 

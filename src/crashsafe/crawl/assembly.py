@@ -66,11 +66,7 @@ async def assemble(
     )  # fmt: skip
     from crashsafe.crawl.render import Renderer, RenderModes
 
-    browser_allowed = (
-        links.allow
-        if settings.browser_allowed_domains is None
-        else AllowList.from_settings(settings.browser_allowed_domains, [])
-    )
+    browser_allowed = AllowList.own_or(settings.browser_allowed_domains, links.allow)
     processor.renderer = Renderer(
         settings=settings, session=session, guard=guard, allowed=browser_allowed,
         send_for=sends.send, robots=lambda: processor.robots,

@@ -182,8 +182,6 @@ class BrowserPool:
         self._restart = False  # over the memory ceiling: restart once its pages are done
         self.launches = 0
         self._failed_launches = 0  # in a row
-        self.restarts_for_memory = 0
-        self.crashes = 0
         self._closed = False
         self._stopping: set[asyncio.Future[None]] = set()  # drivers being stopped
 
@@ -212,6 +210,7 @@ class BrowserPool:
     async def _launch(self, driver: Any) -> _Launched:
         self._restart = False  # (a crash may have come first: this one is new)
         number = self.launches + 1
+        logger.info("starting Chromium (%s) for rendered pages", self.executable)
         # No crash reporter: its handler process detaches from the browser and could
         # outlive it.
         args = ["--disable-dev-shm-usage", "--disable-breakpad", *NO_NETWORK]
@@ -262,7 +261,6 @@ class BrowserPool:
     def _lost(self, launched: _Launched) -> None:
         """Its browser disconnected: a crash, unless the pool closed it."""
         if not launched.gone and not self._closed:
-            self.crashes += 1
             logger.warning("the browser closed unexpectedly: the pages it rendered are retried")
         self._forget(launched)
 
@@ -401,7 +399,6 @@ class BrowserPool:
         used = sum((await asyncio.to_thread(browser_processes, os.getpid())).values())
         if used > ceiling and not self._restart:
             self._restart = True
-            self.restarts_for_memory += 1
             logger.info(
                 "the browser uses %d MiB (> browser_max_memory_mb=%d): restarting it once its "
                 "pages are done", used // 2**20, self.settings.browser_max_memory_mb,

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from crashsafe.crawl.addresses import AddressGuard
-from crashsafe.crawl.allow import AllowList, BadLink, LinkFilter, check_raw, host_and_port
+from crashsafe.crawl.allow import AllowList, BadLink, LinkFilter, check_allowed
 from crashsafe.crawl.extract import ParseError
 from crashsafe.crawl.fetch import (
     GET,
@@ -72,9 +72,7 @@ def _http(target: str) -> str | None:
 
 def download_allow(settings: CrawlSettings, links: LinkFilter) -> AllowList:
     """Where downloads may go: ``allowed_download_domains``, else the crawl's allow-list."""
-    if settings.allowed_download_domains is None:
-        return links.allow
-    return AllowList.from_settings(settings.allowed_download_domains, [])
+    return AllowList.own_or(settings.allowed_download_domains, links.allow)
 
 
 def _without_userinfo(url: str) -> str:
@@ -158,18 +156,8 @@ class Downloads:
         return resolved, rows
 
     def _allowed(self, url: str) -> str | None:
-        """``url`` if the download allow decision lets it through, else BadLink saying
-        why (a redirect's target is checked so too)."""
-        if _http(url) is None:
-            raise BadLink("not an http(s) URL")
-        check_raw(url)
-        host, port = host_and_port(url)
-        if self.allowed is not None and not self.allowed.allows(host, port):
-            raise BadLink(
-                f"{host}:{port} is outside allowed_download_domains (the crawl's "
-                "allowed_domains unless set; '*' allows any public host)"
-            )
-        return url
+        """``url`` if the download allow decision lets it through, else BadLink."""
+        return check_allowed(url, self.allowed, "allowed_download_domains")
 
     async def _one(
         self, url: str, meta: dict[str, Any] | None = None

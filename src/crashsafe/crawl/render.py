@@ -39,7 +39,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from crashsafe.crawl.addresses import AddressGuard, AddressRefused
-from crashsafe.crawl.allow import AllowList, BadLink, check_raw, host_and_port
+from crashsafe.crawl.allow import AllowList, BadLink, check_allowed
 from crashsafe.crawl.browser import BrowserPool, Lent, find_chromium, playwright_api
 from crashsafe.crawl.fetch import (
     PermanentFetchError,
@@ -114,8 +114,6 @@ class Rendered:
     response: Response
     page: Any
     close: Callable[[], Awaitable[None]]
-    refused: int = 0  # requests of the page refused (allow-list, address guard)
-    blocked: int = 0  # requests of a blocked resource type
     #: the cookies the page set since the DOM was first read (the callback drove it)
     later_cookies: Callable[[], Awaitable[list[tuple[str, str]]]] | None = None
 
@@ -142,7 +140,6 @@ class Renderer:
         self.robots = robots
         self._pool = pool
         self.blocked_types = frozenset(settings.browser_block)
-        self.rendered = 0
         self._states: dict[Any, _PageState] = {}  # page -> what it is rendering now
 
     def check(self) -> None:
@@ -160,18 +157,8 @@ class Renderer:
         return self._pool
 
     def _allowed(self, url: str) -> str:
-        """``url`` if a rendered page may request it, else BadLink saying why (the
-        redirects of its requests are checked so too)."""
-        if not url.startswith(("http://", "https://")):
-            raise BadLink("not an http(s) URL")
-        check_raw(url)
-        host, port = host_and_port(url)
-        if self.allowed is not None and not self.allowed.allows(host, port):
-            raise BadLink(
-                f"{host}:{port} is outside browser_allowed_domains (the crawl's "
-                "allowed_domains unless set)"
-            )
-        return url
+        """``url`` if a rendered page may request it, else BadLink."""
+        return check_allowed(url, self.allowed, "browser_allowed_domains")
 
     async def render(self, resp: Response, request: Request) -> Rendered:
         """``resp`` rendered in the browser. Raises RenderFailed when the page does not
@@ -227,7 +214,6 @@ class Renderer:
                 f"rendered page too large: {len(body)} bytes > max_response_bytes="
                 f"{self.settings.max_response_bytes}"
             )
-        self.rendered += 1
         headers = CIMultiDict(resp.headers)
         for name in _HOP:
             headers.popall(name, None)
@@ -247,8 +233,7 @@ class Renderer:
             except Exception:  # the page or its browser is gone: what its responses set
                 return responses
 
-        return Rendered(rendered, page, stack.aclose, state.refused, state.blocked,
-                        later_cookies)  # fmt: skip
+        return Rendered(rendered, page, stack.aclose, later_cookies)
 
     async def _guard_context(self, context: Any) -> None:
         """A new context's requests go through :meth:`_route`; its WebSockets are refused
@@ -358,7 +343,6 @@ class Renderer:
                                     body=doc.body)  # fmt: skip
                 return
             if request.resource_type in self.blocked_types:
-                state.blocked += 1
                 await route.abort("blockedbyclient")
                 return
             try:
@@ -366,7 +350,6 @@ class Renderer:
                 if request.is_navigation_request():
                     await self._robots_allow(url)
             except (BadLink, ValueError, RobotsUnavailable) as exc:
-                state.refused += 1
                 logger.debug("rendered page's request refused: %s (%s)", url[:200], exc)
                 await route.abort("blockedbyclient")
                 return
@@ -386,7 +369,6 @@ class Renderer:
                         guard=self.guard, send=send,
                     )  # fmt: skip
             except AddressRefused as exc:
-                state.refused += 1
                 logger.debug("rendered page's request refused: %s (%s)", url[:200], exc)
                 await route.abort("addressunreachable")
                 return
@@ -426,8 +408,6 @@ PAGE_REQUESTS = 6  # requests of one rendered page in flight at once (as a brows
 class _PageState:
     document: Response | None  # the fetched document, until the browser asked for it
     set_cookies: tuple[tuple[str, str], ...] = ()
-    refused: int = 0
-    blocked: int = 0
     given: dict[str, str] = field(default_factory=dict)  # cookies the context was given
     requests: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(PAGE_REQUESTS))
 
