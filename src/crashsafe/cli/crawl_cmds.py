@@ -35,6 +35,7 @@ from crashsafe.text import printable
 if TYPE_CHECKING:
     from crashsafe.cli.export_cmd import Feed
     from crashsafe.crawl.engine import CrawlResult
+    from crashsafe.crawl.passes import Schedule
 
 INTERRUPTED = "Interrupted: run the same command again to resume."
 
@@ -206,6 +207,20 @@ def report_result(result: CrawlResult, db_url: str, this_run: str | None = None)
     help="Serve this worker's Prometheus counters on 127.0.0.1:PORT (with --workers N: "
          "PORT, PORT+1, ... one per worker).",
 )  # fmt: skip
+@click.option(
+    "--continuous", is_flag=True,
+    help="Keep running: once a pass ends, pages are fetched again as each falls due "
+         "(from how often it changed: revisit_min..revisit_max).",
+)  # fmt: skip
+@click.option(
+    "--every", "every", metavar="DURATION",
+    help="Keep running: a pass over every page each DURATION (6h, 1d), start to start; "
+         "never two passes at once on any number of machines.",
+)  # fmt: skip
+@click.option(
+    "--passes", type=click.IntRange(min=1), default=None, metavar="N",
+    help="With --continuous or --every: stop once N passes have ended.",
+)  # fmt: skip
 @click.option("--no-progress", is_flag=True, help="No live progress line.")
 @log_options
 def crawl(
@@ -227,6 +242,9 @@ def crawl(
     run_id: str | None,
     no_progress: bool,
     metrics_port: int | None,
+    continuous: bool = False,
+    every: str | None = None,
+    passes: int | None = None,
 ) -> None:
     """Crawl with SPIDER (path/file.py[:Class] or module:Class) until nothing is left.
 
@@ -244,6 +262,7 @@ def crawl(
         from crashsafe.cli.workers import stop_with_parent
 
         stop_with_parent(parent_fd)
+    schedule = schedule_of(continuous, every, passes)
     spider_cls = load_spider(spider)
     spider_args = parse_arguments(arguments)
     overrides = parse_sets(sets)
@@ -277,6 +296,9 @@ def crawl(
             f"--{flag.get(k, k).replace('_', '-')}={v}" for k, v in options.items() if v is not None
         ]
         logging = click.get_current_context().meta
+        args += ["--continuous"] if continuous else []
+        args += [f"--every={every}"] if every else []
+        args += [f"--passes={passes}"] if passes else []
         args += [f"--run-id={run}", f"--log-level={logging.get('log_level', 'INFO')}"]
         args += [f"--log-format={logging.get('log_format', 'text')}"]
         with contextlib.closing(store):
@@ -307,9 +329,11 @@ def crawl(
             store_server=None if store_fd is None else socket.socket(fileno=store_fd),
             run=run,
             metrics=metrics,
+            schedule=schedule,
         )
         result = aio.run(crawler.run())
         this_run = None if before is None else run_line(store.since(spider_cls.name, before))
+        this_run = with_last_pass(store, spider_cls.name, this_run)
     finally:
         store.close()
     if parent_fd is not None:  # a worker: the command that started it reports
@@ -319,6 +343,38 @@ def crawl(
     if feed is not None and not result.interrupted:
         feed.write(db_url, spider_cls.name, waiting=bool(result.gave_up))
     report_result(result, db_url, this_run)
+
+
+def with_last_pass(store: Store, crawl: str, line: str | None) -> str | None:
+    """``line``, and what the crawl's last pass did when it was a recrawl (pass 2 on)."""
+    if line is None:
+        return None
+    from crashsafe.crawl.passes import figures_line
+
+    last = store.pass_figures(crawl, limit=1)
+    if not last or last[0].number < 2:
+        return line
+    return f"{line}\n  {figures_line(last[0])}"
+
+
+def schedule_of(continuous: bool, every: str | None, passes: int | None) -> Schedule | None:
+    """``--continuous``, ``--every`` and ``--passes`` as a Schedule (None: one pass)."""
+    from crashsafe.cli.common import parse_duration
+    from crashsafe.crawl.passes import Schedule
+
+    if continuous and every:
+        raise ConfigError(
+            "--continuous and --every: choose one (--continuous fetches each page as it "
+            "falls due; --every 6h fetches every page every six hours)"
+        )
+    if passes is not None and not (continuous or every):
+        raise ConfigError("--passes needs --continuous or --every")
+    if every:
+        seconds = parse_duration(every, "--every")
+        if seconds <= 0:
+            raise ConfigError(f"--every {every!r}: give a duration above 0, like 6h or 1d")
+        return Schedule(every=seconds, passes=passes)
+    return Schedule(continuous=True, passes=passes) if continuous else None
 
 
 def run_as_workers(
@@ -343,6 +399,7 @@ def run_as_workers(
     )
     stats = store.stats(crawl)
     this_run = None if before is None else run_line(store.since(crawl, before))
+    this_run = with_last_pass(store, crawl, this_run)
     # A worker exits 130 after a Ctrl-C; a second Ctrl-C may catch it after its own
     # handler is gone, and the signal itself ends it: an interruption too, not a failure.
     interrupted = {130, -signal.SIGINT, -signal.SIGTERM, exits.CANCELLED}

@@ -17,7 +17,12 @@ from crashsafe.cli.options import db_option, open_db
     show_default=True,
     help="Only pages fetched at least this long ago (30s, 15m, 2h, 1d, 1w).",
 )
-def recrawl(db_url: str, crawl_name: str | None, older_than: str) -> None:
+@click.option(
+    "--due", is_flag=True,
+    help="Only the pages due for their next visit (from how often each changed; "
+         "see `crawl --continuous`).",
+)  # fmt: skip
+def recrawl(db_url: str, crawl_name: str | None, older_than: str, due: bool = False) -> None:
     """Queue a crawl's done pages again for a new pass; run `crashsafe crawl` to fetch them.
 
     A page fetched again that changed gives its records a new version (last_changed
@@ -29,11 +34,12 @@ def recrawl(db_url: str, crawl_name: str | None, older_than: str) -> None:
     store = open_db(db_url)
     try:
         crawl = one_crawl(store, crawl_name)
-        started = store.recrawl(crawl, older_than=age)
+        started = store.recrawl(crawl, older_than=age, due=due)
     finally:
         store.close()
     if started.requeued == 0:
         which = "done page" if age == 0 else f"page done more than {older_than} ago"
+        which = "page due for its next visit" if due else which
         click.echo(f"{crawl}: no {which} to queue again; no pass begun.")
         return
     click.echo(

@@ -16,8 +16,19 @@ import click
 from crashsafe.cli.common import crawl_names
 from crashsafe.cli.crawl_cmds import waiting_line
 from crashsafe.cli.options import clock_time, db_option, iso_time, open_db
-from crashsafe.store import Control, CrawlStats, EffectStats, Waiting, WorkerInfo, masked
+from crashsafe.crawl.passes import figures_line
+from crashsafe.store import (
+    Control,
+    CrawlStats,
+    EffectStats,
+    PassFigures,
+    Waiting,
+    WorkerInfo,
+    masked,
+)
 from crashsafe.text import printable
+
+PASSES_SHOWN = 5  # passes listed in the compact view (--json: the last 20)
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -94,6 +105,7 @@ def compact(
     control: Control | None = None,
     rendered: dict[str, tuple[int, int]] | None = None,
     revisits: dict[str, tuple[int, int]] | None = None,
+    passes: list[PassFigures] | None = None,
 ) -> str:
     """One crawl as a block of short lines (what an 80-column terminal shows whole)."""
     lines = [s.crawl]
@@ -123,6 +135,8 @@ def compact(
         )
         if revisits:
             lines.append(f"  revisits  {revisits_line(revisits)}")
+        for f in (passes or [])[:PASSES_SHOWN]:  # the last ones ended, the last first
+            lines.append(printable(f"    {figures_line(f)} (ended {clock_time(f.finished_at)})"))
     if e.files:
         lines.append(f"  files     {e.files:,} ({e.file_bytes:,} bytes)")
     if rendered:
@@ -174,6 +188,7 @@ def as_json(
     control: Control | None = None,
     rendered: dict[str, tuple[int, int]] | None = None,
     revisits: dict[str, tuple[int, int]] | None = None,
+    passes: list[PassFigures] | None = None,
 ) -> dict[str, Any]:
     item: dict[str, Any] = {k: getattr(s, k) for k in s.__dataclass_fields__}
     if control is not None:
@@ -192,6 +207,13 @@ def as_json(
     item["last_pass_fetches"] = {
         how: {"pages": n, "bytes": size} for how, (n, size) in (revisits or {}).items()
     }
+    item["passes"] = [  # the last 20 that ended, the last first
+        {"pass": f.number, **dataclasses.asdict(f), "parsed": f.parsed,
+         "started_at": iso_time(f.started_at), "finished_at": iso_time(f.finished_at)}
+        for f in passes or ()
+    ]  # fmt: skip
+    for one in item["passes"]:
+        del one["number"]
     item["render_patterns"] = {
         pattern: {"fetched": h, "browser": b} for pattern, (h, b) in (rendered or {}).items()
     }
@@ -232,17 +254,18 @@ def status(db_url: str, crawl_name: str | None, json_out: bool, wide: bool) -> N
         controls = [store.control(name) for name in names]
         rendered = [store.render_patterns(name) for name in names]
         revisits = [store.pass_revisits(name) for name in names]
+        passes = [store.pass_figures(name) for name in names]
     finally:
         store.close()
-    each = list(zip(rows, effects, waiting, controls, rendered, revisits, strict=True))
+    each = list(zip(rows, effects, waiting, controls, rendered, revisits, passes, strict=True))
     if json_out:
-        out = [as_json(s, e, w, workers, c, r, v) for s, e, w, c, r, v in each]
+        out = [as_json(s, e, w, workers, c, r, v, p) for s, e, w, c, r, v, p in each]
         click.echo(json.dumps(out, indent=2))
     elif not rows:
         click.echo(f"no crawls in {masked(db_url)}")
     elif not wide:
-        click.echo("\n\n".join(compact(s, e, w, workers, c, r, v)
-                                 for s, e, w, c, r, v in each))  # fmt: skip
+        click.echo("\n\n".join(compact(s, e, w, workers, c, r, v, p)
+                                 for s, e, w, c, r, v, p in each))  # fmt: skip
     else:
         # Piped output keeps whole column names instead of the 80-column default.
         from rich.console import Console

@@ -293,7 +293,11 @@ class LinkFilter:
             return None
         key = frontier_key(url, request, parent=parent, ordinal=ordinal, sealer=self.sealer)
         callback = callback_name(request.callback)
-        return NewUrl(key, depth, callback, request.priority, request.stored(self.sealer))
+        changed = request.meta.get("lastmod") if request.meta else None
+        if not isinstance(changed, int | float) or isinstance(changed, bool):
+            changed = None
+        stored = request.stored(self.sealer)
+        return NewUrl(key, depth, callback, request.priority, stored, changed)
 
     def _why_outside(self, url: str) -> str:
         """What to add to ``allowed_domains`` for ``url``, and why: a host allowed on

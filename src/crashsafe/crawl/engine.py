@@ -20,10 +20,11 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from crashsafe.collector import rarer_gc
+from crashsafe.crawl.passes import PassKeeper, Schedule
 from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Spider, start_requests_of
 from crashsafe.crawl.upkeep import Upkeep
@@ -120,6 +121,7 @@ class Crawler:
         run: str = "",
         metrics: WorkerMetrics | None = None,
         tracer: Any = None,
+        schedule: Schedule | None = None,
     ) -> None:
         if not spider.name:
             raise ConfigError(f"spider {type(spider).__name__} needs a name = '...'")
@@ -160,6 +162,8 @@ class Crawler:
         self._metrics = metrics
         self._seen: dict[int, str] = {}  # a recrawl: validators of the pages leased
         self._tracer = tracer if tracer is not None else tracer_from_env()
+        self._passes: PassKeeper | None = None
+        self.schedule = schedule
 
     async def _call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run one of the store's methods off the loop (a :class:`StoreCall`)."""
@@ -440,6 +444,10 @@ class Crawler:
             processor.tracer = self._tracer
             if await self._call(self.store.last_pass_at, self.crawl) is not None:
                 processor.seen_of = self._seen_of  # a recrawl: changes only (revisits.py)
+            if self.schedule is not None:  # a crawl that keeps running (crawl/passes.py)
+                schedule = replace(self.schedule, early=self.settings.revisit_min / 4)
+                self._passes = PassKeeper(schedule, self._call, self.store, self.crawl)
+                await self._passes.start()
             try:
                 interrupted = await self._loop()
             finally:
@@ -516,6 +524,16 @@ class Crawler:
                     await self._start(leases)
                     if not leases and not self._inflight and not self._reserved:
                         due = await self._call(self.store.due, self.crawl)
+                        if not due.open and self._passes is not None:
+                            # the pass is complete: the next one, when it is due
+                            wait = await self._passes.after_pass()
+                            if wait is None:
+                                break  # the run has had its passes (--passes)
+                            if self._passes.recrawling and self._processor is not None:
+                                self._processor.seen_of = self._seen_of
+                            if wait > 0:
+                                await self._sleep(wait)
+                            continue
                         if not due.open:
                             break  # nothing pending or leased anywhere: the crawl is complete
                         if time.monotonic() - last_reclaim > RECLAIM_EVERY:

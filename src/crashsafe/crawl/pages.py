@@ -9,6 +9,8 @@ done on a status nobody handled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 import random
 import time
@@ -44,7 +46,14 @@ from crashsafe.crawl.fetch_errors import TLSFetchError
 from crashsafe.crawl.politeness import HostSlots
 from crashsafe.crawl.render import Renderer, RenderFailed, RenderModes, pattern_of
 from crashsafe.crawl.requests import Request, callback_name, request_from_row
-from crashsafe.crawl.revisits import Seen, body_digest, spider_fingerprint, validators_of
+from crashsafe.crawl.revisits import (
+    CHANGEFREQ,
+    Seen,
+    body_digest,
+    revisit_interval,
+    spider_fingerprint,
+    validators_of,
+)
 from crashsafe.crawl.robots import Robots, RobotsUnavailable
 from crashsafe.crawl.sessions import CookieSync, SendBuilder, cookie_rows
 from crashsafe.crawl.settings import CrawlSettings
@@ -214,12 +223,26 @@ class PageProcessor:
                 "crashes, stops or lapsed leases count too)",
             )
         try:
-            return await self._process(lease, on_request)
+            outcome = await self._process(lease, on_request)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # a bug of ours, an input nobody foresaw
             where = traceback.format_exc(limit=-3)
             return self._retry(lease, f"internal error: {type(exc).__name__}: {exc}\n{where}")
+        if outcome.revisit_in is None and (outcome.kind == "done" or outcome.kind == "skipped"):
+            # no history to go by (first fetch, no digest kept): the middle interval, or
+            # what the sitemap that listed it guessed
+            outcome = replace(outcome, revisit_in=self._interval(lease, 0, 0))
+        return outcome
+
+    def _interval(self, lease: Lease, visits: int, changes: int) -> float:
+        s = self.settings
+        guess = None
+        if lease.request is not None and '"changefreq"' in lease.request:
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                meta = json.loads(lease.request).get("meta") or {}
+                guess = CHANGEFREQ.get(str(meta.get("changefreq", "")).lower())
+        return revisit_interval(visits, changes, s.revisit_min, s.revisit_max, guess)
 
     async def _process(self, lease: Lease, on_request: Callable[[], None]) -> PageOutcome:
         try:
@@ -242,7 +265,7 @@ class PageProcessor:
             if not allowed:
                 return PageOutcome(lease, "skipped", error="disallowed by robots.txt")
         mode = self._render_mode(request)
-        seen = None
+        seen = prior = None
         sent = request
         if (
             self.seen_of is not None
@@ -250,11 +273,10 @@ class PageProcessor:
             and request.method == "GET"
             and (not request.body_bytes)
         ):  # a recrawl: ask for the page only if it changed
-            seen = await self.seen_of(lease.frontier_id)
-            if seen is not None and seen.spider == self.fingerprint and seen.url == request.url:
+            prior = await self.seen_of(lease.frontier_id)
+            if prior is not None and prior.spider == self.fingerprint and prior.url == request.url:
+                seen = prior
                 sent = replace(request, headers={**(request.headers or {}), **seen.conditional()})
-            else:
-                seen = None
         try:
             if self.hosts.needed(self.settings.concurrency, delay):
                 async with self.hosts.slot(urlsplit(url).netloc, delay):
@@ -275,22 +297,25 @@ class PageProcessor:
             headers = {"ETag": resp.headers.get("ETag") or seen.etag or "",
                        "Last-Modified": resp.headers.get("Last-Modified")
                        or seen.last_modified or ""}  # fmt: skip
+            history = (seen.visits + 1, seen.changes)
             return PageOutcome(
                 lease, "done", status, cookies=cookies, revisit="not-modified", body_bytes=0,
                 validators=validators_of(headers, seen.sha256, self.fingerprint, seen.url,
-                                         seen.records),
-                kept=seen.records,
+                                         seen.records, history),
+                kept=seen.records, revisit_in=self._interval(lease, *history),
             )  # fmt: skip
         rule = status_rule(status, self.settings.handle_statuses)
         digest = None
         if rule == "parse" and mode is None:
             digest = body_digest(resp.body)
             if seen is not None and seen.sha256 == digest and resp.url == seen.url:
+                history = (seen.visits + 1, seen.changes)
                 return PageOutcome(  # the same body: not parsed, its records yielded again
                     lease, "done", status, cookies=cookies, revisit="unchanged",
                     body_bytes=len(resp.body), kept=seen.records,
                     validators=validators_of(resp.headers, digest, self.fingerprint, resp.url,
-                                             seen.records),
+                                             seen.records, history),
+                    revisit_in=self._interval(lease, *history),
                 )  # fmt: skip
         if rule == "redirect":
             target = resp.headers.get("Location", "")
@@ -349,8 +374,14 @@ class PageProcessor:
             outcome = await self._parse(lease, page, resp, render_note)
             if digest is not None and outcome.kind == "done" and outcome.error is None:
                 ids = [r.id for r in outcome.records]
-                validators = validators_of(resp.headers, digest, self.fingerprint, resp.url, ids)
-                outcome = replace(outcome, validators=validators, body_bytes=len(resp.body))
+                history = (0, 0)  # a first fetch, or a page that moved: no history
+                if prior is not None and prior.url == resp.url:  # a revisit that compared
+                    history = (prior.visits + 1, prior.changes + (prior.sha256 != digest))
+                validators = validators_of(
+                    resp.headers, digest, self.fingerprint, resp.url, ids, history
+                )
+                outcome = replace(outcome, validators=validators, body_bytes=len(resp.body),
+                                  revisit_in=self._interval(lease, *history))  # fmt: skip
             return outcome
         try:
             outcome = await self._parse(lease, page, resp, render_note)

@@ -14,6 +14,14 @@ with its done mark, and the next pass asks for changes only.
   not gone, even where another page yielded them last. Rendered pages are always fetched
   and parsed whole (their data may come from scripts whose answers changed under the same
   HTML).
+
+Adaptive revisits: each page keeps how many of its revisits found it changed (its body's
+digest was another) with those validators, and its next visit is due after an interval
+between ``revisit_min`` and ``revisit_max`` set by that history (:func:`revisit_interval`):
+a page that changed on every visit comes back after ``revisit_min``, one that never
+changed drifts towards ``revisit_max``. A sitemap's ``<changefreq>`` is the first guess
+for a page with no history yet; a sitemap ``<lastmod>`` newer than a page's last fetch
+makes it due at once.
 """
 
 from __future__ import annotations
@@ -21,12 +29,20 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Seen", "body_digest", "spider_fingerprint", "validators_of"]
+__all__ = [
+    "CHANGEFREQ",
+    "Seen",
+    "body_digest",
+    "revisit_interval",
+    "spider_fingerprint",
+    "validators_of",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +55,8 @@ class Seen:
     spider: str
     url: str  # the page's URL after redirects (a page that redirected is parsed whole)
     records: tuple[str, ...]  # the ids of the records its last parse yielded
+    visits: int = 0  # revisits that compared its body with the one before
+    changes: int = 0  # of them, those that found another body
 
     def conditional(self) -> dict[str, str]:
         """The headers that ask the server for the page only if it changed."""
@@ -56,7 +74,8 @@ class Seen:
         try:
             data = json.loads(text)
             return cls(data.get("etag"), data.get("last_modified"), data["sha256"],
-                       data["spider"], data["url"], tuple(data["records"]))  # fmt: skip
+                       data["spider"], data["url"], tuple(data["records"]),
+                       int(data.get("visits", 0)), int(data.get("changes", 0)))  # fmt: skip
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
 
@@ -69,14 +88,21 @@ MAX_RECORDS = 1000  # a page that yielded more is always parsed (its ids are not
 
 
 def validators_of(
-    headers: Mapping[str, str], digest: str, spider: str, url: str, records: Sequence[str]
+    headers: Mapping[str, str],
+    digest: str,
+    spider: str,
+    url: str,
+    records: Sequence[str],
+    history: tuple[int, int] = (0, 0),
 ) -> str | None:
     """The JSON kept with a done page (``frontier.validators``); None for a page whose
-    records are too many to keep the ids of."""
+    records are too many to keep the ids of. ``history``: (visits, changes)."""
     if len(records) > MAX_RECORDS:
         return None
     out: dict[str, Any] = {"sha256": digest, "spider": spider, "url": url,
                            "records": list(records)}  # fmt: skip
+    if history[0]:
+        out["visits"], out["changes"] = history
     etag, modified = headers.get("ETag"), headers.get("Last-Modified")
     if etag and len(etag) <= 200:
         out["etag"] = etag
@@ -100,3 +126,30 @@ def spider_fingerprint(spider: object, settings: object) -> str:
     own = sorted((k, repr(v)) for k, v in vars(spider).items())
     seed = f"{cls.__module__}.{cls.__qualname__}\n{source}\n{own}\n{settings!r}\n{__version__}"
     return hashlib.sha256(seed.encode()).hexdigest()[:16]
+
+
+#: A sitemap's ``<changefreq>`` as seconds: the first guess of a page's interval.
+CHANGEFREQ = {
+    "always": 0.0, "hourly": 3600.0, "daily": 86400.0, "weekly": 7 * 86400.0,
+    "monthly": 30 * 86400.0, "yearly": 365 * 86400.0, "never": math.inf,
+}  # fmt: skip
+
+
+def revisit_interval(
+    visits: int, changes: int, low: float, high: float, guess: float | None = None
+) -> float:
+    """Seconds until a page is due again, from its history: of ``visits`` revisits,
+    ``changes`` found it changed. The share of visits that found a change (with one
+    visit's worth of prior belief: the ``guess`` interval if given, else an even
+    chance) places the interval between ``low`` and ``high`` on a log scale: a page
+    that always changes gets ``low``, one that never does tends to ``high``."""
+    low, high = min(low, high), max(low, high)
+    if high <= low or low <= 0:
+        return max(low, 0.0)
+    span = math.log(high / low)
+    prior = 0.5
+    if guess is not None:
+        clamped = min(max(guess, low), high)
+        prior = 1.0 - math.log(clamped / low) / span
+    rate = (max(0, min(changes, visits)) + prior) / (max(visits, 0) + 1)
+    return min(max(low * math.exp((1.0 - rate) * span), low), high)

@@ -106,6 +106,10 @@ class CrawlSettings:
             ``image``, ``font``, ``media``, ``stylesheet``...).
         browser_allowed_domains: where a rendered page's own requests (scripts, data)
             may go, as ``allowed_domains`` is written; ``None``: the crawl's allow-list.
+        revisit_min, revisit_max: seconds (``-s revisit_min=2h``) between two visits of
+            a page in a continuous crawl (``crawl --continuous``, ``recrawl --due``): a
+            page that changed on every visit comes back after ``revisit_min``, one that
+            never changes drifts towards ``revisit_max`` (crawl/revisits.py).
     """
 
     concurrency: int = 16
@@ -155,12 +159,15 @@ class CrawlSettings:
     browser_max_memory_mb: int = 2048
     browser_block: tuple[str, ...] = ("image", "font", "media")
     browser_allowed_domains: tuple[str, ...] | None = None
+    revisit_min: float = 3600.0
+    revisit_max: float = 7 * 86400.0
 
     def __post_init__(self) -> None:
         positive = (
             "concurrency", "lease_seconds", "max_attempts", "timeout", "max_links_per_page",
             "max_response_bytes", "max_redirects", "max_file_bytes", "render_timeout",
             "browser_concurrency", "browser_recycle_pages", "browser_max_memory_mb",
+            "revisit_min", "revisit_max",
         )  # fmt: skip
         for name in positive:
             value = getattr(self, name)
@@ -184,6 +191,15 @@ class CrawlSettings:
             raise ConfigError(
                 "render='auto' needs render_when_missing: a CSS selector that only a page "
                 "which needs no browser holds (e.g. render_when_missing = '.price')"
+            )
+        if self.revisit_max > 100 * 365 * 86400:
+            raise ConfigError(
+                f"setting revisit_max must be at most 100 years, got {self.revisit_max!r}"
+            )
+        if self.revisit_max < self.revisit_min:
+            raise ConfigError(
+                f"setting revisit_max ({self.revisit_max:g} s) is shorter than revisit_min "
+                f"({self.revisit_min:g} s): make revisit_max the longer"
             )
         for limit in ("max_pages", "max_items"):
             if getattr(self, limit) is not None and getattr(self, limit) <= 0:
@@ -226,6 +242,13 @@ class CrawlSettings:
                 return None if text.lower() in {"", "none"} else text
             if name in {"per_host_concurrency", "max_depth", "max_pages", "max_items"}:
                 return None if text.lower() in {"", "none"} else int(text)
+            if name in {"revisit_min", "revisit_max"}:  # 90, 90s, 15m, 2h, 1d, 1w
+                from crashsafe.durations import seconds
+
+                found = seconds(text)
+                if found is None:
+                    raise ValueError(text)
+                return found
             if isinstance(default, int):
                 return int(text)
             if isinstance(default, float):

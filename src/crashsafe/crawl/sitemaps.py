@@ -46,6 +46,7 @@ class SitemapEntry:
     loc: str
     lastmod: str | None
     alternates: tuple[str, ...] = ()
+    changefreq: str | None = None  # always, hourly, daily, weekly, monthly, yearly, never
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +185,7 @@ def _entry(element: Any) -> SitemapEntry | None:
     """The entry of one ``<url>`` or ``<sitemap>``; None without a usable ``<loc>``."""
     loc: str | None = None
     lastmod: str | None = None
+    changefreq: str | None = None
     alternates: list[str] = []
     from lxml import etree
 
@@ -197,6 +199,8 @@ def _entry(element: Any) -> SitemapEntry | None:
             loc = (child.text or "").strip() or None
         elif name == "lastmod" and lastmod is None:
             lastmod = (child.text or "").strip() or None
+        elif name == "changefreq" and changefreq is None:
+            changefreq = (child.text or "").strip().lower()[:16] or None
         elif name == "link" and child.get("rel") == "alternate" and child.get("href"):
             alternates.append(child.get("href").strip())
-    return None if loc is None else SitemapEntry(loc, lastmod, tuple(alternates))
+    return None if loc is None else SitemapEntry(loc, lastmod, tuple(alternates), changefreq)

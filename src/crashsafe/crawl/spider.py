@@ -16,8 +16,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urljoin, urlsplit
 
 from crashsafe.crawl.requests import BadRequest, Request, callback_name, checked
+from crashsafe.crawl.revisits import CHANGEFREQ
 from crashsafe.crawl.settings import CrawlSettings
-from crashsafe.crawl.sitemaps import SitemapEntry, read_sitemap, sitemaps_in_robots
+from crashsafe.crawl.sitemaps import (
+    SitemapEntry,
+    lastmod_time,
+    read_sitemap,
+    sitemaps_in_robots,
+)
 from crashsafe.effects.files import File
 from crashsafe.errors import ConfigError, SpiderError
 
@@ -381,16 +387,24 @@ class Spider:
             follow = [re.compile(p) for p in self.sitemap_follow]
             for entry in entries:
                 if any(p.search(entry.loc) for p in follow):
-                    meta = {"sitemap_depth": depth}
-                    yield Request(entry.loc, callback=SITEMAP_CALLBACK, meta=meta)
+                    yield Request(
+                        entry.loc, callback=SITEMAP_CALLBACK, meta={"sitemap_depth": depth}
+                    )
             return
         rules = [(re.compile(p), callback) for p, callback in self.sitemap_rules]
         for entry in entries:
             urls = [entry.loc, *entry.alternates] if self.sitemap_alternate_links else [entry.loc]
+            # what a continuous crawl goes by (crawl/revisits.py): how often the page
+            # changes, as a first guess, and when it last did
+            hints: dict[str, Any] = {}
+            if entry.changefreq in CHANGEFREQ:
+                hints["changefreq"] = entry.changefreq
+            if (changed := lastmod_time(entry.lastmod)) is not None:
+                hints["lastmod"] = changed
             for url in urls:
                 callback = next((cb for p, cb in rules if p.search(url)), None)
                 if callback is not None:
-                    yield Request(url, callback=callback)
+                    yield Request(url, callback=callback, meta=hints or None)
 
     def parse(self, page: Page) -> Iterable[Any] | AsyncIterator[Any] | None:
         raise NotImplementedError(f"{type(self).__name__} must define parse(self, page)")

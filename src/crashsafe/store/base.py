@@ -29,6 +29,8 @@ from crashsafe.store.effect_values import (
     FileRow,
     HighWater,
     Pass,
+    PassFigures,
+    PassTurn,
     RunFigures,
 )
 from crashsafe.store.values import (
@@ -77,6 +79,8 @@ __all__ = [
     "Outcome",
     "PageOutcome",
     "Pass",
+    "PassFigures",
+    "PassTurn",
     "PausedOrigin",
     "Politeness",
     "RecordRow",
@@ -319,9 +323,9 @@ class Store(Protocol):
         ...
 
     # -- recrawls and the outbox (store/sql_effects.py) ---------------------------------
-    def recrawl(self, crawl: str, *, older_than: float = 0.0) -> Pass:
-        """Put done URLs finished at least ``older_than`` seconds ago back to pending, as
-        a new pass (none begins if no URL is old enough)."""
+    def recrawl(self, crawl: str, *, older_than: float = 0.0, due: bool = False) -> Pass:
+        """Put done URLs finished at least ``older_than`` seconds ago (``due``: those due
+        for their next visit) back to pending, as a new pass (none begins if none is)."""
         ...
 
     def finish_pass(self, crawl: str) -> int:
@@ -331,6 +335,24 @@ class Store(Protocol):
 
     def last_pass_at(self, crawl: str) -> float | None:
         """When the crawl's last recrawl began (None: it has had none)."""
+        ...
+
+    def begin_pass(
+        self,
+        crawl: str,
+        *,
+        every: float | None = None,
+        due: bool = False,
+        early: float = 0.0,
+    ) -> PassTurn:
+        """Once the current pass is complete, begin the next when it is due (``every``
+        seconds after the last began, or as soon as a done page is due for its next
+        visit, with those due within ``early``), one at a time across all workers
+        (store/sql_passes.py)."""
+        ...
+
+    def pass_figures(self, crawl: str, *, limit: int = 20) -> list[PassFigures]:
+        """What the crawl's complete passes did, the last first."""
         ...
 
     def effect_stats(self, crawl: str) -> EffectStats: ...

@@ -29,6 +29,7 @@ from crashsafe.store.hosts import choose_politely, origin_of
 from crashsafe.store.sql_base import Claimed, Params, Tx, first
 from crashsafe.store.sql_control import SQLControl, split_paused
 from crashsafe.store.sql_effects import SQLEffects
+from crashsafe.store.sql_passes import SQLPasses
 from crashsafe.store.sql_robots import SQLRobots
 from crashsafe.store.sql_workers import SQLWorkers
 from crashsafe.store.stats import crawl_stats
@@ -58,7 +59,7 @@ _by_sha = operator.itemgetter("sha256")
 PAUSED_SCANS = 8
 
 
-class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLControl):
+class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLControl):
     """The Store protocol for SQL backends; a subclass supplies what ``SQLBase`` names."""
 
     # -- frontier ------------------------------------------------------------------------
@@ -219,6 +220,7 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLControl):
         files: list[dict[str, Any]] = []
         rendered: dict[str, list[int]] = {}
         touched: list[dict[str, Any]] = []
+        changed: list[dict[str, Any]] = []  # sitemap <lastmod>s: due at once if newer
         stale: list[bool] = []
         for p in pages:
             fid, grant = p.lease.frontier_id, p.lease.grant_id
@@ -233,7 +235,9 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLControl):
             if p.kind == "done" or p.kind == "skipped":
                 done.append({**row, "links_skipped": p.links_skipped, "links_cut": p.links_cut,
                              "validators": p.validators, "revisit": p.revisit,
-                             "body_bytes": p.body_bytes})  # fmt: skip
+                             "body_bytes": p.body_bytes, "revisit_in": p.revisit_in})  # fmt: skip
+                changed += [{"crawl": crawl, "url": u.url, "changed_at": u.changed_at,
+                             "now": now} for u in p.links if u.changed_at is not None]  # fmt: skip
                 touched += [{"crawl": crawl, "id": rid, "page": fid} for rid in p.kept]
                 records += [
                     {"crawl": crawl, "id": r.id, "source": r.source, "key": r.key,
@@ -286,6 +290,9 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLControl):
         if links:
             links.sort(key=_by_url)
             tx.many("enqueue_url", links)
+        if changed:
+            changed.sort(key=_by_url)
+            tx.many("revisit_changed", changed)
         if cookies:
             # The last one set wins (one statement cannot write a row twice), in one order.
             latest = {(c["domain"], c["path"], c["name"]): c for c in cookies}

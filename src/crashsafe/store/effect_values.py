@@ -128,3 +128,39 @@ class RunFigures:
 
     requests: int
     events: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class PassTurn:
+    """What :meth:`begin_pass` found: the current pass still ``open`` (pages pending or
+    leased: crawl them), or it is complete and pass ``started`` has begun (``late``
+    seconds after its schedule: the last pass overran), or none may begin for ``wait``
+    seconds (None: no page will ever be due)."""
+
+    open: bool = False
+    started: Pass | None = None
+    wait: float | None = None
+    late: float = 0.0
+    number: int = 1  # the crawl's current pass (the one begun, if one was)
+
+
+@dataclass(frozen=True, slots=True)
+class PassFigures:
+    """What one complete pass did: its fetches (pages with an answer), of them the 304s
+    to their validators and the bodies unchanged (neither parsed), the body bytes
+    downloaded, and the records it created, changed and left gone."""
+
+    number: int
+    started_at: float
+    finished_at: float
+    fetched: int
+    not_modified: int
+    unchanged: int
+    body_bytes: int
+    created: int
+    changed: int
+    gone: int
+
+    @property
+    def parsed(self) -> int:
+        return self.fetched - self.not_modified - self.unchanged

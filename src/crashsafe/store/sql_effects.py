@@ -32,31 +32,20 @@ class SQLEffects(SQLBase):
     """Passes, effect figures and deliveries over the named queries."""
 
     # -- recrawls ----------------------------------------------------------------------
-    def recrawl(self, crawl: str, *, older_than: float = 0.0) -> Pass:
-        """Put the crawl's done URLs finished at least ``older_than`` seconds ago back to
-        pending, as pass N + 1. Their pages are fetched again by the next crawl run:
-        changed records get a new version, records a page no longer yields are gone."""
+    def recrawl(self, crawl: str, *, older_than: float = 0.0, due: bool = False) -> Pass:
+        """Put the crawl's done URLs finished at least ``older_than`` seconds ago (with
+        ``due``: those due for their next visit) back to pending, as pass N + 1. Their
+        pages are fetched again by the next crawl run: changed records get a new
+        version, records a page no longer yields are gone."""
 
         def go() -> Pass:
-            p = {"crawl": crawl, "now": self._now(), "older_than": older_than}
+            p = {"crawl": crawl, "now": self._now(), "older_than": older_than, "early": 0.0}
             with self._write() as tx:
-                n = tx.run("requeue_done", p)
+                n = tx.run("requeue_due" if due else "requeue_done", p)
                 if n == 0:
                     return Pass(0, 0)
                 number = first(tx.rows("add_pass", {**p, "requeued": n}))
                 return Pass(int(number), n)
-
-        return self._run(go)
-
-    def finish_pass(self, crawl: str) -> int:
-        """If the crawl's last pass is complete (nothing pending or leased), mark gone the
-        live records of the pages it fetched that no page yielded in it; return how many.
-        Doing it once the pass is over, not page by page, keeps a record that moved to a
-        page fetched later from being taken for gone. Idempotent."""
-
-        def go() -> int:
-            with self._write() as tx:
-                return tx.run("mark_gone", {"crawl": crawl, "now": self._now()})
 
         return self._run(go)
 

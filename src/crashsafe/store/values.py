@@ -208,6 +208,9 @@ class NewUrl:
     callback: str | None = None
     priority: int = 0
     request: str | None = None
+    #: when the page last changed, as its sitemap's ``<lastmod>`` says: a done page
+    #: fetched before then is due for a revisit at once
+    changed_at: float | None = None
 
 
 @pickled_as_tuple
@@ -318,6 +321,9 @@ class PageOutcome:
     body_bytes: int | None = None
     #: a page found unchanged: the ids of the records it yields again (not parsed)
     kept: Sequence[str] = ()
+    #: a done page: seconds from its commit until it is due for a revisit (None: due
+    #: whenever a pass of due pages runs)
+    revisit_in: float | None = None
 
 
 @pickled_as_tuple

@@ -264,12 +264,14 @@ SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     done_at = crashsafe_now(u.now), links_skipped = u.links_skipped, links_cut = u.links_cut,
     done_pass = (SELECT coalesce(max(pass), 1) FROM passes p WHERE p.crawl = f.crawl),
     validators = u.validators, revisit = u.revisit,
-    body_bytes = u.body_bytes
+    body_bytes = u.body_bytes,
+    next_visit_at = crashsafe_now(u.now) + make_interval(secs => coalesce(u.revisit_in, 0))
 FROM unnest(%(status)s::int[], %(error)s::text[], %(now)s::float8[], %(id)s::bigint[],
             %(grant)s::bigint[], %(links_skipped)s::int[], %(links_cut)s::int[],
-            %(validators)s::text[], %(revisit)s::text[], %(body_bytes)s::bigint[])
+            %(validators)s::text[], %(revisit)s::text[], %(body_bytes)s::bigint[],
+            %(revisit_in)s::float8[])
      AS u(status, error, now, id, g, links_skipped, links_cut, validators, revisit,
-          body_bytes)
+          body_bytes, revisit_in)
 WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g AND f.state = 'leased';
 
 -- name: mark_retry
@@ -545,6 +547,12 @@ UPDATE frontier
 SET state = 'pending', attempts = 0, next_attempt_at = 'epoch', last_error = NULL
 WHERE crawl = %(crawl)s AND state = 'done'
   AND done_at <= crashsafe_now(%(now)s) - make_interval(secs => %(older_than)s::float8);
+
+-- name: requeue_due
+UPDATE frontier
+SET state = 'pending', attempts = 0, next_attempt_at = 'epoch', last_error = NULL
+WHERE crawl = %(crawl)s AND state = 'done'
+  AND next_visit_at <= crashsafe_now(%(now)s) + make_interval(secs => %(early)s::float8);
 
 -- name: add_pass
 INSERT INTO passes (crawl, pass, started_at, requeued)
@@ -902,3 +910,69 @@ SELECT coalesce(revisit, 'fetched'), count(*), coalesce(sum(body_bytes), 0) FROM
 WHERE crawl = %(crawl)s AND state = 'done' AND http_status IS NOT NULL
   AND done_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = %(crawl)s)
 GROUP BY 1;
+
+-- ---------------------------------------------------------------------------------------
+-- Continuous crawling (store/sql_passes.py)
+
+-- name: revisit_changed
+-- many. A sitemap's <lastmod> newer than a done page's fetch: the page is due at once.
+UPDATE frontier f SET next_visit_at = crashsafe_now(u.now)
+FROM unnest(%(crawl)s::text[], %(url)s::text[], %(changed_at)s::float8[], %(now)s::float8[])
+     AS u(crawl, url, changed_at, now)
+WHERE f.url_hash = sha256(convert_to(u.url, 'UTF8')) AND f.crawl = u.crawl
+  AND f.state = 'done' AND f.done_at < to_timestamp(u.changed_at)
+  AND f.next_visit_at > crashsafe_now(u.now);
+
+-- name: lock_passes
+-- One pass begins at a time, on any number of machines: the deciding transactions of a
+-- crawl queue on this lock (a one-key advisory lock: not the two-key space of liveness).
+SELECT pg_advisory_xact_lock(hashtextextended('crashsafe.passes/' || current_schema()
+                                              || '/' || %(crawl)s, 0));
+
+-- name: pass_open
+SELECT EXISTS (SELECT 1 FROM frontier
+               WHERE crawl = %(crawl)s AND state IN ('pending', 'leased'));
+
+-- name: current_pass
+SELECT coalesce(max(pass), 1),
+       extract(epoch FROM coalesce(max(started_at), (SELECT min(added_at) FROM frontier
+                                                     WHERE crawl = %(crawl)s),
+                                   crashsafe_now(%(now)s)))::float8,
+       extract(epoch FROM crashsafe_now(%(now)s))::float8
+FROM passes WHERE crawl = %(crawl)s;
+
+-- name: next_visit_at
+SELECT extract(epoch FROM min(next_visit_at))::float8 FROM frontier
+WHERE crawl = %(crawl)s AND state = 'done';
+
+-- name: put_pass_figures
+INSERT INTO pass_figures
+    (crawl, pass, started_at, finished_at, fetched, not_modified, unchanged, body_bytes,
+     created, changed, gone)
+SELECT %(crawl)s, %(pass)s, to_timestamp(%(started_at)s),
+       coalesce(f.ended, crashsafe_now(%(now)s)), f.fetched, f.not_modified, f.unchanged,
+       f.bytes, r.created, r.changed, r.gone
+FROM (SELECT count(*) AS fetched, max(done_at) AS ended,
+             count(*) FILTER (WHERE revisit = 'not-modified') AS not_modified,
+             count(*) FILTER (WHERE revisit = 'unchanged') AS unchanged,
+             coalesce(sum(body_bytes), 0)::bigint AS bytes
+      FROM frontier
+      WHERE crawl = %(crawl)s AND state = 'done' AND done_pass = %(pass)s
+        AND http_status IS NOT NULL) f,
+     (SELECT count(*) FILTER (WHERE gone_at IS NULL
+                              AND first_seen >= to_timestamp(%(started_at)s)) AS created,
+             count(*) FILTER (WHERE gone_at IS NULL
+                              AND first_seen < to_timestamp(%(started_at)s)) AS changed,
+             count(*) FILTER (WHERE gone_at IS NOT NULL) AS gone
+      FROM records WHERE crawl = %(crawl)s
+        AND last_changed >= to_timestamp(%(started_at)s)) r
+ON CONFLICT (crawl, pass) DO UPDATE SET
+    finished_at = excluded.finished_at, fetched = excluded.fetched,
+    not_modified = excluded.not_modified, unchanged = excluded.unchanged,
+    body_bytes = excluded.body_bytes, created = excluded.created,
+    changed = excluded.changed, gone = excluded.gone;
+
+-- name: list_pass_figures
+SELECT pass, extract(epoch FROM started_at)::float8, extract(epoch FROM finished_at)::float8,
+       fetched, not_modified, unchanged, body_bytes, created, changed, gone
+FROM pass_figures WHERE crawl = %(crawl)s ORDER BY pass DESC LIMIT %(limit)s;

@@ -164,7 +164,7 @@ SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     links_skipped = :links_skipped, links_cut = :links_cut,
     done_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = frontier.crawl),
     validators = :validators, revisit = :revisit,
-    body_bytes = :body_bytes
+    body_bytes = :body_bytes, next_visit_at = :now + coalesce(:revisit_in, 0)
 WHERE id = :id AND grant_id = :grant AND state = 'leased';
 
 -- name: mark_retry
@@ -373,6 +373,13 @@ WHERE crawl = :crawl AND origin = :origin AND claim_owner = :owner;
 UPDATE frontier
 SET state = 'pending', attempts = 0, next_attempt_at = 0, last_error = NULL
 WHERE crawl = :crawl AND state = 'done' AND done_at <= :now - :older_than;
+
+-- name: requeue_due
+-- The done pages due for their next visit, or within :early seconds (a pass takes
+-- them together rather than one at a time), a range of the frontier_revisit index.
+UPDATE frontier
+SET state = 'pending', attempts = 0, next_attempt_at = 0, last_error = NULL
+WHERE crawl = :crawl AND state = 'done' AND next_visit_at <= :now + :early;
 
 -- name: add_pass
 INSERT INTO passes (crawl, pass, started_at, requeued)
@@ -695,3 +702,57 @@ SELECT coalesce(revisit, 'fetched'), count(*), coalesce(sum(body_bytes), 0) FROM
 WHERE crawl = :crawl AND state = 'done' AND http_status IS NOT NULL
   AND done_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = :crawl)
 GROUP BY 1;
+
+-- ---------------------------------------------------------------------------------------
+-- Continuous crawling (store/sql_passes.py)
+
+-- name: revisit_changed
+-- A sitemap's <lastmod> newer than a done page's fetch: the page is due at once.
+UPDATE frontier SET next_visit_at = :now
+WHERE crawl = :crawl AND url = :url AND state = 'done' AND done_at < :changed_at
+  AND next_visit_at > :now;
+
+-- name: lock_passes
+-- (SQLite: the write transaction's lock is the database's; nothing to take here)
+SELECT 1;
+
+-- name: pass_open
+-- Whether the crawl's current pass has pages pending or leased.
+SELECT EXISTS (SELECT 1 FROM frontier WHERE crawl = :crawl AND state IN ('pending', 'leased'));
+
+-- name: current_pass
+-- The crawl's current pass and when it began (pass 1: when its first URL was added).
+SELECT coalesce(max(pass), 1),
+       coalesce(max(started_at), (SELECT min(added_at) FROM frontier WHERE crawl = :crawl),
+                :now),
+       :now
+FROM passes WHERE crawl = :crawl;
+
+-- name: next_visit_at
+-- The earliest next visit of a done page (NULL: none is done).
+SELECT min(next_visit_at) FROM frontier WHERE crawl = :crawl AND state = 'done';
+
+-- name: put_pass_figures
+-- The pass's fetches (its done pages with a status), and the records changed since it
+-- began (a range of the records_changed index).
+INSERT OR REPLACE INTO pass_figures
+    (crawl, pass, started_at, finished_at, fetched, not_modified, unchanged, body_bytes,
+     created, changed, gone)
+SELECT :crawl, :pass, :started_at, coalesce(f.ended, :now), f.fetched, f.not_modified,
+       f.unchanged, f.bytes, r.created, r.changed, r.gone
+FROM (SELECT count(*) AS fetched, max(done_at) AS ended,
+             coalesce(sum(revisit = 'not-modified'), 0) AS not_modified,
+             coalesce(sum(revisit = 'unchanged'), 0) AS unchanged,
+             coalesce(sum(body_bytes), 0) AS bytes
+      FROM frontier
+      WHERE crawl = :crawl AND state = 'done' AND done_pass = :pass
+        AND http_status IS NOT NULL) f,
+     (SELECT coalesce(sum(gone_at IS NULL AND first_seen >= :started_at), 0) AS created,
+             coalesce(sum(gone_at IS NULL AND first_seen < :started_at), 0) AS changed,
+             coalesce(sum(gone_at IS NOT NULL), 0) AS gone
+      FROM records WHERE crawl = :crawl AND last_changed >= :started_at) r;
+
+-- name: list_pass_figures
+SELECT pass, started_at, finished_at, fetched, not_modified, unchanged, body_bytes, created,
+       changed, gone
+FROM pass_figures WHERE crawl = :crawl ORDER BY pass DESC LIMIT :limit;

@@ -1,0 +1,132 @@
+"""Passes of a crawl that keeps running: ``crawl --continuous`` (pages as they fall due,
+crawl/revisits.py) and ``crawl --every 6h`` (every page, a pass every six hours from the
+start of the last).
+
+A worker that finds nothing pending or leased has seen its pass end: the pass is
+finished (records no page yielded again are gone, its figures noted) and the next one
+begins when it is due, decided in the store under one lock (store/sql_passes.py), so two
+machines never run two passes of a crawl at once: the second finds the pass open and
+works on it. A pass that overruns delays the next, which begins as soon as it ends and
+says how late it is.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from crashsafe.store import PassFigures, PassTurn, Store
+
+__all__ = ["PASS_POLL", "PassKeeper", "Schedule", "figures_line"]
+
+logger = logging.getLogger("crashsafe.crawl")
+
+#: seconds between two looks for a pass to begin while none is due: a pass another
+#: machine begins is joined within this
+PASS_POLL = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """When the next pass begins: ``every`` seconds after the last began (every page),
+    or, ``continuous``, as soon as a page is due for its next visit (those pages).
+    ``passes``: stop once this many passes ended while the run went on (None: never)."""
+
+    every: float | None = None
+    continuous: bool = False
+    passes: int | None = None
+    #: a continuous pass takes the pages due within this many seconds too (a quarter
+    #: of revisit_min: a pass of many pages now and then, not one page at a time)
+    early: float = 0.0
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000  # type: ignore[assignment]
+    return str(n)
+
+
+def figures_line(f: PassFigures) -> str:
+    """``pass 3: 10,500 pages fetched (10,000 not modified, 0 unchanged, 500 parsed),
+    1.2 MB; records: 12 new, 30 changed, 2 gone``."""
+    pages = "1 page" if f.fetched == 1 else f"{f.fetched:,} pages"
+    return (
+        f"pass {f.number}: {pages} fetched ({f.not_modified:,} not modified, "
+        f"{f.unchanged:,} unchanged, {f.parsed:,} parsed), {_size(f.body_bytes)} of bodies; "
+        f"records: {f.created:,} new, {f.changed:,} changed, {f.gone:,} gone"
+    )
+
+
+class PassKeeper:
+    """One worker's side of a crawl's passes."""
+
+    def __init__(
+        self,
+        schedule: Schedule,
+        call: Callable[..., Awaitable[Any]],
+        store: Store,
+        crawl: str,
+    ) -> None:
+        self.schedule = schedule
+        self._call, self._store, self.crawl = call, store, crawl
+        self._noted = 0  # the last pass whose end this worker noted (or saw noted)
+        self._baseline: int | None = None
+        self._current: int | None = None  # the pass the store last said is current
+        self.recrawling = False  # a pass after the first is open: pages have a last fetch
+
+    async def start(self) -> None:
+        """Before the first page: the passes that ended before this run don't count."""
+        last = await self._call(self._store.pass_figures, self.crawl, limit=1)
+        self._baseline = self._noted = last[0].number if last else 0
+
+    async def after_pass(self) -> float | None:
+        """Called when nothing of the crawl is pending or leased. Returns None when the
+        run has had its passes (stop), 0 when a pass is open (lease again), else the
+        seconds to wait before looking again."""
+        if self._baseline is None:
+            await self.start()
+        if self._current is None or self._current > self._noted:
+            # the end of a pass this worker has not seen end: noted once (gone records,
+            # figures), not at every look while the next one is not due
+            await self._call(self._store.finish_pass, self.crawl)
+            last = await self._call(self._store.pass_figures, self.crawl, limit=1)
+            if last and last[0].number > self._noted:
+                self._noted = last[0].number
+                logger.info("%s: %s", self.crawl, figures_line(last[0]))
+        ended = self._noted - (self._baseline or 0)
+        if self.schedule.passes is not None and ended >= self.schedule.passes:
+            return None
+        s = self.schedule
+        turn: PassTurn = await self._call(
+            self._store.begin_pass, self.crawl, every=s.every, due=s.continuous, early=s.early
+        )
+        self._current = turn.number
+        if turn.open:
+            self.recrawling = True
+            return 0.0
+        if turn.started is not None:
+            self.recrawling = True
+            late = ""
+            if s.every is not None and turn.late > min(1.0, s.every / 10):  # (not a poll's)
+                late = (f", {_duration(turn.late)} after its time: the last pass ran longer "
+                        f"than --every {_duration(s.every)}")  # fmt: skip
+            logger.log(
+                logging.WARNING if late else logging.INFO,
+                "%s: pass %d begins: %d page(s) due%s",
+                self.crawl, turn.started.number, turn.started.requeued, late,
+            )  # fmt: skip
+            return 0.0
+        return PASS_POLL if turn.wait is None else min(max(turn.wait, 0.0), PASS_POLL)
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            whole, rest = divmod(seconds, size)
+            return f"{whole}{unit}" + (_duration(rest) if rest and unit != "m" else "")
+    return f"{seconds}s"

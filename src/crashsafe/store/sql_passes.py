@@ -1,0 +1,101 @@
+"""Passes of a continuous or scheduled crawl, over the named queries.
+
+A pass ends when nothing of the crawl is pending or leased; the next one begins in the
+same transaction that sees it end, under a lock every worker of the crawl takes
+(PostgreSQL: an advisory lock; SQLite: the write lock), so two machines never run two
+passes of one crawl at once: whoever comes second finds the new pass open and joins it.
+"""
+
+from __future__ import annotations
+
+from crashsafe.store.effect_values import Pass, PassFigures, PassTurn
+from crashsafe.store.sql_base import SQLBase, Tx, first
+
+
+class SQLPasses(SQLBase):
+    """Begin passes as they fall due; what each pass did."""
+
+    def begin_pass(
+        self,
+        crawl: str,
+        *,
+        every: float | None = None,
+        due: bool = False,
+        early: float = 0.0,
+    ) -> PassTurn:
+        """If the crawl's current pass is complete, note what it did and begin the next
+        one when it is due: ``every`` seconds after the last one began (all done pages
+        queued again; with ``due`` too, only those due), or else as soon as a done page is
+        due for its next visit (those pages, and those due within ``early`` seconds, so
+        that a pass takes many). Else say how long until one may begin."""
+
+        def go() -> PassTurn:
+            with self._write() as tx:
+                return self._turn(tx, crawl, every, due, early)
+
+        return self._run(go)
+
+    def _turn(self, tx: Tx, crawl: str, every: float | None, due: bool, early: float) -> PassTurn:
+        p = {"crawl": crawl, "now": self._now(), "early": early}
+        tx.rows("lock_passes", p)
+        number, began, now = tx.rows("current_pass", p)[0]
+        number, began, now = int(number), float(began), float(now)
+        if first(tx.rows("pass_open", p)):
+            return PassTurn(open=True, number=number)
+        if every is not None:
+            wait = began + every - now
+            if wait > 0:
+                return PassTurn(wait=wait, number=number)
+        else:
+            after = first(tx.rows("next_visit_at", p))
+            if after is None or float(after) > now + early:
+                wait = None if after is None else float(after) - early - now
+                return PassTurn(wait=wait, number=number)
+        # a pass begins: the last one's gone records and figures first (mark_gone looks
+        # at a complete pass only)
+        self._finish(tx, crawl, number, began)
+        query = "requeue_due" if due or every is None else "requeue_done"
+        requeued = tx.run(query, {**p, "older_than": 0.0})
+        if requeued == 0:  # no done page at all (all failed, say), or none due yet
+            return PassTurn(wait=every, number=number)
+        started = int(first(tx.rows("add_pass", {**p, "requeued": requeued})))
+        late = 0.0 if every is None else now - (began + every)
+        return PassTurn(started=Pass(started, requeued), late=late, number=started)
+
+    def finish_pass(self, crawl: str) -> int:
+        """If the crawl's current pass is complete (nothing pending or leased), mark gone
+        the live records of the pages it fetched that no page yielded in it, note what
+        the pass did, and return how many went. Doing it once the pass is over, not page
+        by page, keeps a record that moved to a page fetched later from being taken for
+        gone. Idempotent."""
+
+        def go() -> int:
+            with self._write() as tx:
+                p = {"crawl": crawl, "now": self._now()}
+                tx.rows("lock_passes", p)
+                if first(tx.rows("pass_open", p)):
+                    return 0
+                number, began, _ = tx.rows("current_pass", p)[0]
+                return self._finish(tx, crawl, int(number), float(began))
+
+        return self._run(go)
+
+    def _finish(self, tx: Tx, crawl: str, number: int, began: float) -> int:
+        """Mark gone what the complete pass no longer yielded and note its figures."""
+        p = {"crawl": crawl, "now": self._now()}
+        gone = tx.run("mark_gone", p)
+        tx.run("put_pass_figures", {**p, "pass": number, "started_at": began})
+        return gone
+
+    def pass_figures(self, crawl: str, *, limit: int = 20) -> list[PassFigures]:
+        """The crawl's complete passes, the last first (at most ``limit``)."""
+
+        def go() -> list[PassFigures]:
+            with self._read() as tx:
+                rows = tx.rows("list_pass_figures", {"crawl": crawl, "limit": limit})
+            return [
+                PassFigures(int(n), float(a), float(b), *(int(v) for v in rest))
+                for n, a, b, *rest in rows
+            ]
+
+        return self._run(go)

@@ -1,0 +1,132 @@
+"""The Store contract for passes of a continuous or scheduled crawl: each page's next
+visit, passes begun as they fall due (one at a time), and what each pass did."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from crashsafe.store import NewUrl, PageOutcome, RecordRow, Store
+from tests.clock import ManualClock
+
+C = "c"
+HOUR = 3600.0
+
+
+def rec(key: str, price: str) -> RecordRow:
+    return RecordRow.build(id=f"id-{key}", source="s", key=key, url=None, data={"price": price})
+
+
+def crawl_all(store: Store, pages: dict[str, tuple[float, list[RecordRow], dict]]) -> list[str]:
+    """Lease every due URL and commit it done with what ``pages`` gives it (revisit_in,
+    records, other PageOutcome fields); return the URLs fetched."""
+    owner = store.register_worker()
+    leased = store.lease(C, owner, 100, 60)
+    outcomes = []
+    for lease in leased:
+        revisit_in, records, extra = pages[lease.url]
+        outcomes.append(PageOutcome(lease, "done", 200, records=records,
+                                    revisit_in=revisit_in, **extra))  # fmt: skip
+    assert store.commit_pages(C, outcomes) == [None] * len(outcomes)
+    return sorted(lease.url for lease in leased)
+
+
+def test_pages_come_back_as_they_fall_due(store: Store, clock: ManualClock) -> None:
+    store.enqueue(C, [NewUrl("http://a/often"), NewUrl("http://a/rarely")])
+    pages = {"http://a/often": (1 * HOUR, [rec("o", "1")], {}),
+             "http://a/rarely": (24 * HOUR, [rec("r", "1")], {"body_bytes": 500})}  # fmt: skip
+    assert crawl_all(store, pages) == ["http://a/often", "http://a/rarely"]
+    turn = store.begin_pass(C)
+    assert turn.started is None and turn.wait == 1 * HOUR  # nothing due before an hour
+    clock.advance(1 * HOUR)
+    turn = store.begin_pass(C)
+    assert turn.started is not None and (turn.started.number, turn.started.requeued) == (2, 1)
+    assert store.begin_pass(C).open  # pass 2 runs: no other begins
+    pages["http://a/often"] = (1 * HOUR, [rec("o", "2")], {"revisit": None, "body_bytes": 700})
+    assert crawl_all(store, pages) == ["http://a/often"]
+    assert store.pass_figures(C)[0].number == 1  # pass 2's noted once it is finished:
+    assert store.finish_pass(C) == 0
+    turn = store.begin_pass(C)  # the next due an hour on
+    assert turn.started is None and turn.wait == 1 * HOUR
+    [two, one] = store.pass_figures(C)
+    assert (one.number, one.fetched, one.created, one.changed, one.gone) == (1, 2, 2, 0, 0)
+    assert one.body_bytes == 500
+    assert (two.number, two.fetched, two.parsed, two.created, two.changed) == (2, 1, 1, 0, 1)
+    assert two.body_bytes == 700
+    clock.advance(24 * HOUR)  # both due now
+    turn = store.begin_pass(C)
+    assert turn.started is not None and turn.started.requeued == 2
+    pages["http://a/often"] = (HOUR, [], {"revisit": None})  # its record left the page
+    pages["http://a/rarely"] = (HOUR, [rec("r", "1")], {"revisit": "not-modified"})
+    assert crawl_all(store, pages) == ["http://a/often", "http://a/rarely"]
+    store.finish_pass(C)
+    three = store.pass_figures(C)[0]
+    assert (three.number, three.fetched, three.not_modified, three.gone) == (3, 2, 1, 1)
+
+
+def test_every_begins_a_pass_of_every_page_on_time_and_says_when_late(
+    store: Store, clock: ManualClock
+) -> None:
+    store.enqueue(C, [NewUrl("http://a/1"), NewUrl("http://a/2")])
+    pages = {u: (30 * 24 * HOUR, [], {}) for u in ("http://a/1", "http://a/2")}
+    clock.advance(2 * HOUR)  # pass 1 takes two hours
+    crawl_all(store, pages)
+    turn = store.begin_pass(C, every=6 * HOUR)
+    assert turn.started is None and turn.wait == 4 * HOUR  # six hours after pass 1 began
+    clock.advance(4 * HOUR)
+    turn = store.begin_pass(C, every=6 * HOUR)
+    assert turn.started is not None and turn.started.requeued == 2 and turn.late == 0
+    clock.advance(7 * HOUR)  # pass 2 overruns by an hour
+    crawl_all(store, pages)
+    turn = store.begin_pass(C, every=6 * HOUR)
+    assert turn.started is not None and turn.started.number == 3 and turn.late == 1 * HOUR
+
+
+def test_a_sitemap_lastmod_newer_than_the_fetch_makes_a_page_due(
+    store: Store, clock: ManualClock
+) -> None:
+    store.enqueue(C, [NewUrl("http://a/map"), NewUrl("http://a/p")])
+    pages = {"http://a/map": (HOUR, [], {}), "http://a/p": (100 * HOUR, [], {})}
+    crawl_all(store, pages)
+    clock.advance(HOUR)
+    assert store.begin_pass(C).started.requeued == 1  # the sitemap
+    fetched_at = clock.now - HOUR
+    pages["http://a/map"] = (HOUR, [], {"links": [
+        NewUrl("http://a/p", changed_at=fetched_at - 10),  # older: nothing to do
+    ]})  # fmt: skip
+    crawl_all(store, pages)
+    assert store.begin_pass(C).wait == HOUR  # only the sitemap, in an hour
+    clock.advance(HOUR)
+    store.begin_pass(C)
+    pages["http://a/map"] = (HOUR, [], {"links": [NewUrl("http://a/p", changed_at=clock.now)]})
+    crawl_all(store, pages)
+    clock.advance(1)
+    turn = store.begin_pass(C)
+    assert turn.started is not None and turn.started.requeued == 1
+    assert crawl_all(store, pages) == ["http://a/p"]
+
+
+def test_two_workers_never_begin_two_passes(
+    open_stores: Callable[[], Store], clock: ManualClock
+) -> None:
+    first = open_stores()
+    first.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(20)])
+    pages = {f"http://a/{i}": (HOUR, [], {}) for i in range(20)}
+    crawl_all(first, pages)
+    clock.advance(HOUR)
+    stores = [open_stores() for _ in range(4)]
+    barrier = threading.Barrier(len(stores))
+    turns = []
+
+    def race(s: Store) -> None:
+        barrier.wait()
+        turns.append(s.begin_pass(C))
+
+    threads = [threading.Thread(target=race, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    begun = [t for t in turns if t.started is not None]
+    assert len(begun) == 1 and begun[0].started.requeued == 20
+    assert all(t.open for t in turns if t.started is None)  # the others join it

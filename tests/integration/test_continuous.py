@@ -1,0 +1,242 @@
+"""Continuous crawling (issue #29 items 2, 3, 5): each page's next visit from its own
+change history (an injected clock), `crawl --continuous` and `crawl --every` running
+passes one at a time (two processes on one PostgreSQL crawl never overlap), and what
+each pass did, in `status` and the summary."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections import Counter
+
+import pytest
+from aiohttp import web
+
+from crashsafe import aio, open_store
+from crashsafe.crawl.engine import Crawler
+from crashsafe.crawl.revisits import revisit_interval
+from crashsafe.demo.server import AppThread
+from tests.clock import ManualClock
+from tests.helpers import reaped, run_cli, start_cli
+from tests.spiders import changing
+from tests.spiders.changing import Mapped, Pages
+
+SPIDER = f"{changing.__file__}:Pages"
+
+LOW, HIGH = Pages.revisit_min, Pages.revisit_max
+
+
+class Changing:
+    """``/`` links ``/often`` (another body at every request, no validators) and
+    ``/never`` (the same body, an ETag, 304 to it); every request is counted."""
+
+    def __init__(self, latency: float = 0.0, pages: int = 0) -> None:
+        self.hits: Counter[str] = Counter()
+        self.log: list[tuple[float, str]] = []  # (when, path) of every page request
+        self.latency, self.pages = latency, pages
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", self.handle)
+        return app
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.path == "/robots.txt":
+            return web.Response(text="")
+        self.hits[request.path] += 1
+        self.log.append((time.monotonic(), request.path))
+        if self.latency:
+            import asyncio
+
+            await asyncio.sleep(self.latency)
+        if request.path == "/":
+            paths = ["/often", "/never"] + [f"/p/{n}" for n in range(self.pages)]
+            links = "".join(f'<a href="{p}">{p}</a>' for p in paths)
+            return web.Response(text=f"<html>{links}</html>", content_type="text/html")
+        if request.path == "/often":
+            n = self.hits[request.path]
+            return web.Response(text=f"<html><b>{n}</b></html>", content_type="text/html")
+        if request.headers.get("If-None-Match") == '"v1"':
+            return web.Response(status=304, headers={"ETag": '"v1"'})
+        return web.Response(text="<html><b>same</b></html>", content_type="text/html",
+                            headers={"ETag": '"v1"'})  # fmt: skip
+
+
+def test_revisit_interval_follows_the_share_of_visits_that_found_a_change() -> None:
+    assert revisit_interval(0, 0, LOW, HIGH) == pytest.approx(math.sqrt(LOW * HIGH))
+    assert revisit_interval(50, 50, LOW, HIGH) < revisit_interval(10, 10, LOW, HIGH) < 100
+    assert revisit_interval(50, 0, LOW, HIGH) > revisit_interval(10, 0, LOW, HIGH) > 4000
+    always = [revisit_interval(n, n, LOW, HIGH) for n in range(1, 20)]
+    never = [revisit_interval(n, 0, LOW, HIGH) for n in range(1, 20)]
+    assert always == sorted(always, reverse=True) and never == sorted(never)
+    assert all(LOW <= t <= HIGH for t in always + never)
+    half = revisit_interval(40, 20, LOW, HIGH)
+    assert revisit_interval(40, 30, LOW, HIGH) < half < revisit_interval(40, 10, LOW, HIGH)
+    # a sitemap's changefreq is the first guess of a page with no history
+    assert revisit_interval(0, 0, LOW, HIGH, guess=600) == pytest.approx(600)
+    assert revisit_interval(0, 0, LOW, HIGH, guess=math.inf) == HIGH
+    assert revisit_interval(0, 0, LOW, HIGH, guess=0) == LOW
+    assert revisit_interval(3, 0, 60, 60) == 60  # min == max: that interval
+
+
+def test_a_page_that_changes_at_every_visit_comes_back_sooner_than_one_that_never_does(
+    any_db_url: str,
+) -> None:
+    site = Changing()
+    clock = ManualClock()
+    store = open_store(any_db_url, clock=clock, create=True)
+
+    def run() -> None:
+        crawler = Crawler(Pages(), store, start_urls=[f"{served.url}/"],
+                          store_process=False, handle_signals=False)  # fmt: skip
+        result = aio.run(crawler.run())
+        assert not result.interrupted and result.stats.failed == 0
+
+    try:
+        with AppThread(site.app()) as served:
+            run()  # pass 1: no history, every page the middle interval
+            assert store.begin_pass("changing").wait == pytest.approx(math.sqrt(LOW * HIGH))
+            for visits in range(1, 7):  # six passes of every page, each due since HIGH
+                clock.advance(HIGH)
+                assert store.recrawl("changing", due=True).requeued == 3
+                run()
+                # the next page due is /often, at the interval its history gives
+                wait = store.begin_pass("changing").wait
+                assert wait == pytest.approx(revisit_interval(visits, visits, LOW, HIGH))
+            assert site.hits == {"/": 7, "/often": 7, "/never": 7}
+            # /often is due again long before /never (and the listing, which never changed)
+            clock.advance(revisit_interval(6, 6, LOW, HIGH))
+            assert store.recrawl("changing", due=True).requeued == 1
+            run()
+            assert site.hits["/often"] == 8 and site.hits["/never"] == 7
+            [last] = store.pass_figures("changing", limit=1)
+            assert (last.number, last.fetched, last.changed) == (8, 1, 1)  # /often's record
+            # / and /never come back after the interval of six visits without a change
+            clock.advance(revisit_interval(6, 0, LOW, HIGH) - revisit_interval(6, 6, LOW, HIGH))
+            assert store.recrawl("changing", due=True).requeued == 3  # (/often long since)
+    finally:
+        store.close()
+
+
+def test_crawl_continuous_runs_passes_of_the_pages_due_until_its_passes_are_done(
+    db_url: str,
+) -> None:
+    site = Changing()
+    with AppThread(site.app()) as served:
+        done = run_cli(
+            "crawl", SPIDER, "--db", db_url, "--start-url", f"{served.url}/",
+            "--continuous", "--passes", "3", "-s", "revisit_min=0.2s", "-s",
+            "revisit_max=0.5s", "--no-progress", timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"pass 2 begins: \d page\(s\) due", done.stderr), done.stderr
+    assert "pass 3: " in done.stderr and "pass 4" not in done.stderr
+    [status] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
+    passes = status["passes"]
+    assert [p["pass"] for p in passes] == [3, 2, 1]
+    assert passes[-1]["fetched"] == 3 and passes[-1]["created"] == 2
+    # what the passes say they fetched is what the server saw, page for page
+    assert sum(p["fetched"] for p in passes) == sum(site.hits.values())
+    assert sum(p["not_modified"] for p in passes) == site.hits["/never"] - 1
+    compact = run_cli("status", "--db", db_url).stdout
+    assert "    pass 3: " in compact and "    pass 1: 3 pages fetched" in compact
+
+
+def test_two_machines_crawling_every_n_seconds_never_run_two_passes_at_once(
+    pg_url: str,
+) -> None:
+    pages = 10
+    site = Changing(latency=0.3, pages=pages - 3)  # / /often /never /p/0..6
+    with AppThread(site.app()) as served:
+        args = [
+            "crawl",
+            SPIDER,
+            "--db",
+            pg_url,
+            "--start-url",
+            f"{served.url}/",
+            "--every",
+            "1s",
+            "--passes",
+            "3",
+            "--concurrency",
+            "1",
+            "--no-progress",
+        ]
+        # a pass: ten pages, one at a time per worker, 0.3 s each: longer than --every
+        with reaped(start_cli(*args)) as one, reaped(start_cli(*args)) as two:
+            outs = [p.communicate(timeout=120) for p in (one, two)]
+            codes = [one.returncode, two.returncode]
+    assert codes == [0, 0], outs
+    log = [path for _, path in sorted(site.log)]
+    assert len(log) == 3 * pages
+    # a pass fetches every page once: in the order the server saw them, each run of ten
+    # requests is one pass's pages, each once (an overlap would fetch one twice first)
+    for n in range(3):
+        assert Counter(log[n * pages : (n + 1) * pages]) == Counter(set(log)), log
+    stderr = outs[0][1] + outs[1][1]
+    assert "after its time: the last pass ran longer than --every 1s" in stderr
+
+
+class Sitemap:
+    """``/sitemap.xml`` lists ``/a`` (changefreq hourly) and ``/b`` (yearly, and a
+    lastmod a test sets)."""
+
+    def __init__(self) -> None:
+        self.b_changed = "2020-01-01"
+        self.hits: Counter[str] = Counter()
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", self.handle)
+        return app
+
+    async def handle(self, request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(text="")
+        self.hits[request.path] += 1
+        if request.path == "/sitemap.xml":
+            base = f"http://{request.host}"
+            xml = (
+                '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                f"<url><loc>{base}/a</loc><changefreq>hourly</changefreq></url>"
+                f"<url><loc>{base}/b</loc><changefreq>yearly</changefreq>"
+                f"<lastmod>{self.b_changed}</lastmod></url></urlset>"
+            )
+            return web.Response(text=xml, content_type="application/xml")
+        return web.Response(text="<html><b>x</b></html>", content_type="text/html")
+
+
+def test_a_sitemaps_changefreq_is_the_first_guess_and_a_newer_lastmod_makes_a_page_due(
+    any_db_url: str,
+) -> None:
+    site = Sitemap()
+    clock = ManualClock()
+    store = open_store(any_db_url, clock=clock, create=True)
+    spider = Mapped()
+
+    def run() -> None:
+        crawler = Crawler(spider, store, store_process=False, handle_signals=False)
+        assert not aio.run(crawler.run()).interrupted
+
+    try:
+        with AppThread(site.app()) as served:
+            spider.sitemap_urls = [f"{served.url}/sitemap.xml"]
+            run()
+            assert site.hits == {"/sitemap.xml": 1, "/a": 1, "/b": 1}
+            # /a (hourly) is due first, after an hour; /b (yearly) after revisit_max
+            assert store.begin_pass("mapped").wait == pytest.approx(3600)
+            middle = revisit_interval(0, 0, Mapped.revisit_min, Mapped.revisit_max)
+            clock.advance(middle)  # the sitemap (no guess) and /a are due, /b is not
+            assert store.recrawl("mapped", due=True).requeued == 2
+            site.b_changed = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock.now + 1))
+            run()
+            assert site.hits == {"/sitemap.xml": 2, "/a": 2, "/b": 1}
+            # the sitemap said /b changed after it was fetched: due at once
+            assert store.recrawl("mapped", due=True).requeued == 1
+            run()
+            assert site.hits["/b"] == 2
+    finally:
+        store.close()
