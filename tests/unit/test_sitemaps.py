@@ -36,7 +36,7 @@ URLSET = f"""<?xml version="1.0" encoding="UTF-8"?>
 """.encode()
 
 URLSET_ENTRIES = [
-    SitemapEntry("https://shop.test/p/1", "2024-05-01"),
+    SitemapEntry("https://shop.test/p/1", "2024-05-01", changefreq="daily"),
     SitemapEntry("https://shop.test/p/2?a=1&b=2", None),
 ]
 

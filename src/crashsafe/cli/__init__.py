@@ -34,6 +34,7 @@ COMMANDS = {
     "killtest": "killtest_cmd:killtest",
     "batch": "batch_cmds:batch",
     "secret-key": "key_cmd:secret_key",
+    "vacuum": "vacuum_cmd:vacuum",
 }
 
 

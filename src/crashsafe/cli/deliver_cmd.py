@@ -99,6 +99,13 @@ def _list_failed(store: Store, crawl: str, webhook: str | None) -> None:
     show_default=True,
     help="Without --follow, stop when the next delivery is due later than this.",
 )
+@click.option(
+    "--prune-after",
+    default="30d",
+    show_default=True,
+    help="Prune events older than this once no endpoint still has them to deliver "
+    "(the outbox is the records' history: `never` keeps it all).",
+)
 @click.option("--failed", "list_failed", is_flag=True, help="List failed deliveries and exit.")
 @click.option(
     "--replay",
@@ -125,6 +132,7 @@ def deliver(
     list_failed: bool,
     replay: bool,
     remove: bool,
+    prune_after: str = "30d",
 ) -> None:
     """POST the crawl's record events (created, updated, gone) to a webhook, signed per
     Standard Webhooks, each until the endpoint answers 2xx or the retry schedule is spent.
@@ -165,6 +173,7 @@ def deliver(
     signer = Signer(secret)
     schedule = RetrySchedule.parse(retry_schedule) if retry_schedule else RetrySchedule()
     wait = parse_duration(max_wait, "--max-wait")
+    keep = None if prune_after == "never" else parse_duration(prune_after, "--prune-after")
     store = open_db(db_url)
     try:
         crawl = one_crawl(store, crawl_name)
@@ -172,7 +181,7 @@ def deliver(
 
         dispatcher = Dispatcher(
             store, crawl, _check_webhook(webhook), signer, schedule, concurrency=concurrency,
-            timeout=timeout, lease_seconds=lease_seconds, max_wait=wait,
+            timeout=timeout, lease_seconds=lease_seconds, max_wait=wait, prune_after=keep,
         )  # fmt: skip
         report = _run(dispatcher, follow)
         still = store.find_endpoint(crawl, webhook)  # (None: removed meanwhile)
@@ -203,6 +212,12 @@ def _report(report: DeliveryReport, left: dict[str, int]) -> None:
     )
     for error, count in sorted(report.errors.items(), key=lambda kv: -kv[1])[:3]:
         click.echo(printable(f"  {count:,} attempts: {error}"), err=True)
+    if report.pruned_events or report.pruned_deliveries:
+        click.echo(
+            f"pruned {report.pruned_events:,} old events and {report.pruned_deliveries:,} "
+            "of their deliveries (--prune-after)",
+            err=True,
+        )
     if report.waiting is not None:
         click.echo(
             f"The next retry is due in {fmt_seconds(report.waiting)}: run the same command "

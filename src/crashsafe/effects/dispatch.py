@@ -34,6 +34,7 @@ from crashsafe.store.liveness import new_owner_id
 from crashsafe.text import printable
 
 POLL = 1.0  # seconds between looks at the outbox when nothing is due (with --follow)
+PRUNE_EVERY = 3600.0  # seconds between two prunings of old events (with --follow)
 
 
 @dataclass(slots=True)
@@ -48,6 +49,8 @@ class DeliveryReport:
     waiting: float | None = None  # seconds until the next delivery is due, when left
     interrupted: bool = False
     errors: dict[str, int] = field(default_factory=dict)
+    pruned_events: int = 0  # old events pruned (``prune_after``), and their deliveries
+    pruned_deliveries: int = 0
 
 
 def payload(d: Delivery) -> tuple[str, bytes]:
@@ -77,6 +80,9 @@ class Dispatcher:
         max_wait: without ``follow``, a run ends when the next delivery is due later
             than this (a retry hours away); with ``follow`` it waits.
         clock: seconds since the epoch (the ``webhook-timestamp``).
+        prune_after: events older than this many seconds that no endpoint still has to
+            deliver are pruned when the run has nothing to send (then every hour with
+            ``follow``); None: never.
     """
 
     def __init__(
@@ -92,8 +98,11 @@ class Dispatcher:
         lease_seconds: float = 60.0,
         max_wait: float = 60.0,
         clock: Callable[[], float] = time.time,
+        prune_after: float | None = None,
     ) -> None:
         self.store, self.crawl, self.url = store, crawl, url
+        self.prune_after = prune_after
+        self._pruned_at: float | None = None  # (time.monotonic)
         self.signer, self.schedule = signer, schedule
         self.concurrency, self.timeout = concurrency, timeout
         self.lease_seconds = max(lease_seconds, timeout + 1)
@@ -140,6 +149,7 @@ class Dispatcher:
                 if now.disabled_at is not None:  # by another dispatcher
                     self.report.disabled = now.disabled_why or "disabled"
                     break
+                await self._prune()
                 due = await asyncio.to_thread(self.store.deliveries_due, endpoint.id)
                 if due is None and not follow:
                     break
@@ -150,6 +160,17 @@ class Dispatcher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stopping.wait(), wait)
         return self.report
+
+    async def _prune(self) -> None:
+        """Prune old events once nothing is due now, at most every ``PRUNE_EVERY``."""
+        if self.prune_after is None:
+            return
+        if self._pruned_at is not None and time.monotonic() - self._pruned_at < PRUNE_EVERY:
+            return
+        self._pruned_at = time.monotonic()
+        pruned = await asyncio.to_thread(self.store.prune_outbox, self.crawl, self.prune_after)
+        self.report.pruned_events += pruned.events
+        self.report.pruned_deliveries += pruned.deliveries
 
     async def _send_all(
         self, session: aiohttp.ClientSession, leased: list[Delivery]

@@ -31,6 +31,7 @@ from crashsafe.store.effect_values import (
     Pass,
     PassFigures,
     PassTurn,
+    Pruned,
     RunFigures,
 )
 from crashsafe.store.values import (
@@ -83,6 +84,7 @@ __all__ = [
     "PassTurn",
     "PausedOrigin",
     "Politeness",
+    "Pruned",
     "RecordRow",
     "RobotsEntry",
     "RunFigures",
@@ -296,6 +298,17 @@ class Store(Protocol):
         """Note that robots.txt could not be read (``why``: the failure, e.g. "connection
         refused"); try again in ``retry_in`` seconds. Fenced by the claim like
         :meth:`put_robots`."""
+        ...
+
+    def prune_outbox(self, crawl: str, older_than: float) -> Pruned:
+        """Remove the crawl's outbox events older than ``older_than`` seconds that no
+        endpoint still has to deliver, with their delivered deliveries
+        (store/sql_retention.py)."""
+        ...
+
+    def compact(self) -> tuple[int, int]:
+        """SQLite: VACUUM the file (no crawl may be writing); PostgreSQL: VACUUM
+        (ANALYZE) the schema's tables. Returns the bytes before and after."""
         ...
 
     def tend_wal(self, *, at_least: int | None = None) -> WalState | None:

@@ -30,6 +30,7 @@ from crashsafe.store.sql_base import Claimed, Params, Tx, first
 from crashsafe.store.sql_control import SQLControl, split_paused
 from crashsafe.store.sql_effects import SQLEffects
 from crashsafe.store.sql_passes import SQLPasses
+from crashsafe.store.sql_retention import SQLRetention
 from crashsafe.store.sql_robots import SQLRobots
 from crashsafe.store.sql_workers import SQLWorkers
 from crashsafe.store.stats import crawl_stats
@@ -59,7 +60,7 @@ _by_sha = operator.itemgetter("sha256")
 PAUSED_SCANS = 8
 
 
-class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLControl):
+class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLControl):
     """The Store protocol for SQL backends; a subclass supplies what ``SQLBase`` names."""
 
     # -- frontier ------------------------------------------------------------------------

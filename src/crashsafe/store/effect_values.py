@@ -164,3 +164,11 @@ class PassFigures:
     @property
     def parsed(self) -> int:
         return self.fetched - self.not_modified - self.unchanged
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """What pruning the outbox removed: events, and their delivered deliveries."""
+
+    events: int
+    deliveries: int

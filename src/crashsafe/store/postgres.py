@@ -380,6 +380,28 @@ class PostgresStore(SQLStore):
             self.unregister_worker()
         self._conn.close()
 
+    def compact(self) -> tuple[int, int]:
+        """VACUUM (ANALYZE) every table of the schema: dead rows' space becomes reusable
+        (files do not shrink; autovacuum does the same on its own schedule). Returns the
+        tables' bytes before and after."""
+        from psycopg import sql
+
+        def size() -> int:
+            with self._read() as tx:
+                return int(tx.rows("store_bytes", {})[0][0])
+
+        def go() -> tuple[int, int]:
+            before = size()
+            with self._read() as tx:
+                tables = [name for (name,) in tx.rows("store_tables", {})]
+            for table in tables:  # (autocommit: VACUUM runs outside a transaction)
+                self._conn.execute(
+                    sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(self.schema, table))
+                )
+            return before, size()
+
+        return self._run(go)
+
     # -- planner statistics --------------------------------------------------------------
     # A claim walks the pending index in order only if the planner knows the frontier is
     # large: with the statistics of the empty table it was created as (autovacuum looks

@@ -21,7 +21,6 @@ from crashsafe.store.effect_values import (
     Endpoint,
     FailedDelivery,
     HighWater,
-    Pass,
     RunFigures,
 )
 from crashsafe.store.sql_base import SQLBase, first
@@ -31,24 +30,7 @@ from crashsafe.store.values import storable
 class SQLEffects(SQLBase):
     """Passes, effect figures and deliveries over the named queries."""
 
-    # -- recrawls ----------------------------------------------------------------------
-    def recrawl(self, crawl: str, *, older_than: float = 0.0, due: bool = False) -> Pass:
-        """Put the crawl's done URLs finished at least ``older_than`` seconds ago (with
-        ``due``: those due for their next visit) back to pending, as pass N + 1. Their
-        pages are fetched again by the next crawl run: changed records get a new
-        version, records a page no longer yields are gone."""
-
-        def go() -> Pass:
-            p = {"crawl": crawl, "now": self._now(), "older_than": older_than, "early": 0.0}
-            with self._write() as tx:
-                n = tx.run("requeue_due" if due else "requeue_done", p)
-                if n == 0:
-                    return Pass(0, 0)
-                number = first(tx.rows("add_pass", {**p, "requeued": n}))
-                return Pass(int(number), n)
-
-        return self._run(go)
-
+    # -- recrawls (begun in store/sql_passes.py) -----------------------------------------
     def last_pass_at(self, crawl: str) -> float | None:
         """When the crawl's last recrawl began (None: it has had none)."""
 

@@ -49,8 +49,8 @@ class SQLPasses(SQLBase):
         else:
             after = first(tx.rows("next_visit_at", p))
             if after is None or float(after) > now + early:
-                wait = None if after is None else float(after) - early - now
-                return PassTurn(wait=wait, number=number)
+                later = None if after is None else float(after) - early - now
+                return PassTurn(wait=later, number=number)
         # a pass begins: the last one's gone records and figures first (mark_gone looks
         # at a complete pass only)
         self._finish(tx, crawl, number, began)
@@ -61,6 +61,28 @@ class SQLPasses(SQLBase):
         started = int(first(tx.rows("add_pass", {**p, "requeued": requeued})))
         late = 0.0 if every is None else now - (began + every)
         return PassTurn(started=Pass(started, requeued), late=late, number=started)
+
+    def recrawl(self, crawl: str, *, older_than: float = 0.0, due: bool = False) -> Pass:
+        """Put the crawl's done URLs finished at least ``older_than`` seconds ago (with
+        ``due``: those due for their next visit) back to pending, as pass N + 1, the
+        last pass finished first if it is complete. Their pages are fetched again by the
+        next crawl run: changed records get a new version, records a page no longer
+        yields are gone."""
+
+        def go() -> Pass:
+            p = {"crawl": crawl, "now": self._now(), "older_than": older_than, "early": 0.0}
+            with self._write() as tx:
+                tx.rows("lock_passes", p)
+                if not first(tx.rows("pass_open", p)):
+                    number, began, _ = tx.rows("current_pass", p)[0]
+                    self._finish(tx, crawl, int(number), float(began))
+                n = tx.run("requeue_due" if due else "requeue_done", p)
+                if n == 0:
+                    return Pass(0, 0)
+                number = first(tx.rows("add_pass", {**p, "requeued": n}))
+                return Pass(int(number), n)
+
+        return self._run(go)
 
     def finish_pass(self, crawl: str) -> int:
         """If the crawl's current pass is complete (nothing pending or leased), mark gone
@@ -82,9 +104,9 @@ class SQLPasses(SQLBase):
 
     def _finish(self, tx: Tx, crawl: str, number: int, began: float) -> int:
         """Mark gone what the complete pass no longer yielded and note its figures."""
-        p = {"crawl": crawl, "now": self._now()}
-        gone = tx.run("mark_gone", p)
-        tx.run("put_pass_figures", {**p, "pass": number, "started_at": began})
+        p = {"crawl": crawl, "now": self._now(), "pass": number, "started_at": began}
+        gone = tx.run("mark_gone", p) if number > 1 else 0  # (pass 1: nothing was before)
+        tx.run("put_pass_figures", p)
         return gone
 
     def pass_figures(self, crawl: str, *, limit: int = 20) -> list[PassFigures]:

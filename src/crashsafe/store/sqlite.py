@@ -274,6 +274,28 @@ class SQLiteStore(SQLStore):
                 self.tend_wal(at_least=0)  # the WAL a crawl leaves is empty, if it can be
         self._db.close()
 
+    def compact(self) -> tuple[int, int]:
+        """VACUUM the database file: the space of deleted rows goes back to the file
+        system. It rewrites the whole file and holds the write lock meanwhile: run it
+        while no crawl writes. Returns the bytes of the file and its WAL before and
+        after."""
+
+        def size() -> int:
+            return sum(
+                p.stat().st_size
+                for p in (self.path, self.path.with_name(self.path.name + "-wal"))
+                if p.exists()
+            )
+
+        def go() -> tuple[int, int]:
+            before = size()
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.execute("VACUUM")
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return before, size()
+
+        return self._run(go)
+
     def tend_wal(self, *, at_least: int | None = None) -> WalState | None:
         """Checkpoint the WAL into the database and truncate it, once it holds
         ``at_least`` bytes, without waiting for anyone: SQLite's own checkpoints cannot

@@ -240,19 +240,18 @@ WHERE records.content_hash <> excluded.content_hash OR records.gone_at IS NOT NU
    OR records.key_json IS DISTINCT FROM excluded.key_json OR records.is_item <> excluded.is_item;
 
 -- name: mark_gone
--- When no URL is pending or leased (and a recrawl happened at all): the live records whose
--- page was fetched (it has a status; a temporary redirect not followed says nothing of
--- them) in a later pass than they were last yielded in. Each is a new version (a
--- record.gone event).
+-- At the end of pass %(pass)s (SQLite's query says more): from the pages fetched since
+-- the last pass that ended to the records they yielded last.
 UPDATE records r
 SET gone_at = crashsafe_now(%(now)s), last_changed = crashsafe_now(%(now)s),
     version = r.version + 1
 FROM frontier f
-WHERE r.crawl = %(crawl)s AND r.gone_at IS NULL
-  AND f.id = r.page AND f.state = 'done' AND f.http_status IS NOT NULL
-  AND f.http_status NOT IN (302, 303, 307)
-  AND f.done_pass > r.seen_pass
-  AND EXISTS (SELECT 1 FROM passes WHERE crawl = %(crawl)s)
+WHERE f.crawl = %(crawl)s AND f.state = 'done' AND f.done_pass <= %(pass)s
+  AND f.done_pass > (SELECT coalesce(max(pass), 0) FROM pass_figures
+                     WHERE crawl = %(crawl)s AND pass < %(pass)s)
+  AND f.http_status IS NOT NULL AND f.http_status NOT IN (302, 303, 307)
+  AND r.page = f.id AND r.gone_at IS NULL  -- (a page is one crawl's: records_page)
+  AND r.seen_pass < f.done_pass
   AND NOT EXISTS (
       SELECT 1 FROM frontier WHERE crawl = %(crawl)s AND state IN ('pending', 'leased'));
 
@@ -976,3 +975,33 @@ ON CONFLICT (crawl, pass) DO UPDATE SET
 SELECT pass, extract(epoch FROM started_at)::float8, extract(epoch FROM finished_at)::float8,
        fetched, not_modified, unchanged, body_bytes, created, changed, gone
 FROM pass_figures WHERE crawl = %(crawl)s ORDER BY pass DESC LIMIT %(limit)s;
+
+-- ---------------------------------------------------------------------------------------
+-- A store that stays small (store/sql_retention.py; SQLite's queries say more)
+
+-- name: outbox_ids
+SELECT coalesce(min(id), 1) - 1, coalesce(max(id), 0) FROM outbox WHERE crawl = %(crawl)s;
+
+-- name: prune_deliveries
+DELETE FROM deliveries
+WHERE endpoint IN (SELECT id FROM endpoints WHERE crawl = %(crawl)s)
+  AND event > %(after)s AND event <= %(upto)s AND state = 'delivered'
+  AND done_at < crashsafe_now(%(now)s) - make_interval(secs => %(older_than)s::float8);
+
+-- name: prune_events
+DELETE FROM outbox o
+WHERE o.id > %(after)s AND o.id <= %(upto)s AND o.crawl = %(crawl)s
+  AND o.at < crashsafe_now(%(now)s) - make_interval(secs => %(older_than)s::float8)
+  AND NOT EXISTS (SELECT 1 FROM deliveries d
+                  WHERE d.event = o.id
+                    AND d.endpoint IN (SELECT id FROM endpoints WHERE crawl = %(crawl)s));
+
+-- name: store_bytes
+-- The schema's tables with their indexes and TOAST.
+SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND c.relkind = 'r';
+
+-- name: store_tables
+SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND c.relkind = 'r' ORDER BY 1;

@@ -141,19 +141,21 @@ WHERE records.content_hash <> excluded.content_hash OR records.gone_at IS NOT NU
    OR records.key_json IS NOT excluded.key_json OR records.is_item <> excluded.is_item;
 
 -- name: mark_gone
--- When no URL is pending or leased (and a recrawl happened at all): the live records whose
--- page was fetched (it has a status; a temporary redirect not followed says nothing of
--- them) in a later pass than they were last yielded in. Each is a new version (a
--- record.gone event).
+-- When no URL is pending or leased, at the end of pass :pass (2 on): the live records
+-- last yielded before their page's fetch by the pages fetched since the last pass that
+-- ended (a pass begun before the last one ended leaves that one's pages to this one),
+-- which have a status (a temporary redirect not followed says nothing of them). Each is
+-- a new version (a record.gone event). From those pages (frontier_pass) to their
+-- records (records_page): not a scan of every record.
 UPDATE records
 SET gone_at = :now, last_changed = :now, version = version + 1
-WHERE crawl = :crawl AND gone_at IS NULL
-  AND EXISTS (SELECT 1 FROM passes WHERE crawl = :crawl)
-  AND EXISTS (
-      SELECT 1 FROM frontier f
-      WHERE f.id = records.page AND f.state = 'done' AND f.http_status IS NOT NULL
-        AND f.http_status NOT IN (302, 303, 307)
-        AND f.done_pass > records.seen_pass)
+WHERE page IN (SELECT id FROM frontier
+               WHERE crawl = :crawl AND state = 'done' AND done_pass <= :pass
+                 AND done_pass > (SELECT coalesce(max(pass), 0) FROM pass_figures
+                                  WHERE crawl = :crawl AND pass < :pass)
+                 AND http_status IS NOT NULL AND http_status NOT IN (302, 303, 307))
+  AND gone_at IS NULL  -- (no "crawl =": a page is one crawl's; records_page is the way)
+  AND seen_pass < (SELECT done_pass FROM frontier WHERE id = records.page)
   AND NOT EXISTS (
       SELECT 1 FROM frontier WHERE crawl = :crawl AND state IN ('pending', 'leased'));
 
@@ -756,3 +758,26 @@ FROM (SELECT count(*) AS fetched, max(done_at) AS ended,
 SELECT pass, started_at, finished_at, fetched, not_modified, unchanged, body_bytes, created,
        changed, gone
 FROM pass_figures WHERE crawl = :crawl ORDER BY pass DESC LIMIT :limit;
+
+-- ---------------------------------------------------------------------------------------
+-- A store that stays small (store/sql_retention.py)
+
+-- name: outbox_ids
+SELECT coalesce(min(id), 1) - 1, coalesce(max(id), 0) FROM outbox WHERE crawl = :crawl;
+
+-- name: prune_deliveries
+-- The deliveries of the crawl's endpoints delivered before the retention, of the events
+-- in (:after, :upto] (a range of the primary key per endpoint).
+DELETE FROM deliveries
+WHERE endpoint IN (SELECT id FROM endpoints WHERE crawl = :crawl)
+  AND event > :after AND event <= :upto
+  AND state = 'delivered' AND done_at < :now - :older_than;
+
+-- name: prune_events
+-- The crawl's events in (:after, :upto] older than the retention that no endpoint still
+-- has a delivery of (pending, leased or failed ones keep theirs).
+DELETE FROM outbox
+WHERE id > :after AND id <= :upto AND crawl = :crawl AND at < :now - :older_than
+  AND NOT EXISTS (SELECT 1 FROM deliveries d
+                  WHERE d.event = outbox.id
+                    AND d.endpoint IN (SELECT id FROM endpoints WHERE crawl = :crawl));
