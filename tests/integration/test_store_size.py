@@ -12,12 +12,7 @@ from crashsafe import open_store
 from crashsafe.demo.shop import ShopThread
 from tests.helpers import run_cli
 from tests.integration.test_cli import crawl_args
-from tests.integration.test_deliver import (  # noqa: F401 -- fixtures
-    Endpoint,
-    crawled,
-    deliver,
-    endpoint,
-)
+from tests.integration.test_deliver import Endpoint, deliver
 
 
 def outbox_rows(db_url: str) -> int:
