@@ -65,9 +65,11 @@ class Changing:
 
 
 def test_revisit_interval_follows_the_share_of_visits_that_found_a_change() -> None:
-    assert revisit_interval(0, 0, LOW, HIGH) == pytest.approx(math.sqrt(LOW * HIGH))
-    assert revisit_interval(50, 50, LOW, HIGH) < revisit_interval(10, 10, LOW, HIGH) < 100
-    assert revisit_interval(50, 0, LOW, HIGH) > revisit_interval(10, 0, LOW, HIGH) > 4000
+    assert revisit_interval(0, 0, LOW, HIGH) == LOW  # a new page: soon, to learn
+    assert revisit_interval(1, 0, LOW, HIGH) == pytest.approx(math.sqrt(LOW * HIGH))
+    assert revisit_interval(50, 50, LOW, HIGH) == revisit_interval(10, 10, LOW, HIGH) == LOW
+    assert revisit_interval(50, 45, LOW, HIGH) < revisit_interval(10, 5, LOW, HIGH)
+    assert revisit_interval(50, 0, LOW, HIGH) > revisit_interval(10, 0, LOW, HIGH) > 3900
     always = [revisit_interval(n, n, LOW, HIGH) for n in range(1, 20)]
     never = [revisit_interval(n, 0, LOW, HIGH) for n in range(1, 20)]
     assert always == sorted(always, reverse=True) and never == sorted(never)
@@ -96,8 +98,8 @@ def test_a_page_that_changes_at_every_visit_comes_back_sooner_than_one_that_neve
 
     try:
         with AppThread(site.app()) as served:
-            run()  # pass 1: no history, every page the middle interval
-            assert store.begin_pass("changing").wait == pytest.approx(math.sqrt(LOW * HIGH))
+            run()  # pass 1: no history, every page back soon (to learn how it changes)
+            assert store.begin_pass("changing").wait == pytest.approx(LOW)
             for visits in range(1, 7):  # six passes of every page, each due since HIGH
                 clock.advance(HIGH)
                 assert store.recrawl("changing", due=True).requeued == 3
@@ -107,14 +109,14 @@ def test_a_page_that_changes_at_every_visit_comes_back_sooner_than_one_that_neve
                 assert wait == pytest.approx(revisit_interval(visits, visits, LOW, HIGH))
             assert site.hits == {"/": 7, "/often": 7, "/never": 7}
             # /often is due again long before /never (and the listing, which never changed)
-            clock.advance(revisit_interval(6, 6, LOW, HIGH))
+            clock.advance(revisit_interval(6, 6, LOW, HIGH) + 1)
             assert store.recrawl("changing", due=True).requeued == 1
             run()
             assert site.hits["/often"] == 8 and site.hits["/never"] == 7
             [last] = store.pass_figures("changing", limit=1)
             assert (last.number, last.fetched, last.changed) == (8, 1, 1)  # /often's record
             # / and /never come back after the interval of six visits without a change
-            clock.advance(revisit_interval(6, 0, LOW, HIGH) - revisit_interval(6, 6, LOW, HIGH))
+            clock.advance(revisit_interval(6, 0, LOW, HIGH) - revisit_interval(6, 6, LOW, HIGH) + 1)
             assert store.recrawl("changing", due=True).requeued == 3  # (/often long since)
     finally:
         store.close()
@@ -226,10 +228,10 @@ def test_a_sitemaps_changefreq_is_the_first_guess_and_a_newer_lastmod_makes_a_pa
             spider.sitemap_urls = [f"{served.url}/sitemap.xml"]
             run()
             assert site.hits == {"/sitemap.xml": 1, "/a": 1, "/b": 1}
-            # /a (hourly) is due first, after an hour; /b (yearly) after revisit_max
-            assert store.begin_pass("mapped").wait == pytest.approx(3600)
-            middle = revisit_interval(0, 0, Mapped.revisit_min, Mapped.revisit_max)
-            clock.advance(middle)  # the sitemap (no guess) and /a are due, /b is not
+            # the sitemap (no guess: a new page) is due first, after revisit_min; then /a
+            # (hourly) after an hour; /b (yearly) after a year
+            assert store.begin_pass("mapped").wait == pytest.approx(Mapped.revisit_min)
+            clock.advance(3600)  # the sitemap and /a are due, /b is not
             assert store.recrawl("mapped", due=True).requeued == 2
             site.b_changed = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock.now + 1))
             run()

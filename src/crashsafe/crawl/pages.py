@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import random
 import time
 import traceback
@@ -230,14 +231,14 @@ class PageProcessor:
             where = traceback.format_exc(limit=-3)
             return self._retry(lease, f"internal error: {type(exc).__name__}: {exc}\n{where}")
         if outcome.revisit_in is None and (outcome.kind == "done" or outcome.kind == "skipped"):
-            # no history to go by (first fetch, no digest kept): the middle interval, or
-            # what the sitemap that listed it guessed
-            outcome = replace(outcome, revisit_in=self._interval(lease, 0, 0))
+            # no digest to learn from (an error, a redirect, a rendered page): the middle
+            # interval, or what the sitemap that listed it guessed
+            outcome = replace(outcome, revisit_in=self._interval(lease, 0, 0, learns=False))
         return outcome
 
-    def _interval(self, lease: Lease, visits: int, changes: int) -> float:
+    def _interval(self, lease: Lease, visits: int, changes: int, learns: bool = True) -> float:
         s = self.settings
-        guess = None
+        guess = None if learns else math.sqrt(s.revisit_min * s.revisit_max)
         if lease.request is not None and '"changefreq"' in lease.request:
             with contextlib.suppress(ValueError, TypeError, AttributeError):
                 meta = json.loads(lease.request).get("meta") or {}

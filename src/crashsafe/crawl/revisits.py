@@ -19,8 +19,8 @@ Adaptive revisits: each page keeps how many of its revisits found it changed (it
 digest was another) with those validators, and its next visit is due after an interval
 between ``revisit_min`` and ``revisit_max`` set by that history (:func:`revisit_interval`):
 a page that changed on every visit comes back after ``revisit_min``, one that never
-changed drifts towards ``revisit_max``. A sitemap's ``<changefreq>`` is the first guess
-for a page with no history yet; a sitemap ``<lastmod>`` newer than a page's last fetch
+changed drifts towards ``revisit_max``; a new page comes back after ``revisit_min``. A
+sitemap's ``<changefreq>`` is the first guess for a page with no history yet; a sitemap ``<lastmod>`` newer than a page's last fetch
 makes it due at once.
 """
 
@@ -139,15 +139,17 @@ def revisit_interval(
     visits: int, changes: int, low: float, high: float, guess: float | None = None
 ) -> float:
     """Seconds until a page is due again, from its history: of ``visits`` revisits,
-    ``changes`` found it changed. The share of visits that found a change (with one
-    visit's worth of prior belief: the ``guess`` interval if given, else an even
-    chance) places the interval between ``low`` and ``high`` on a log scale: a page
-    that always changes gets ``low``, one that never does tends to ``high``."""
+    ``changes`` found it changed. The share of visits that found a change, with one
+    visit's worth of prior belief, places the interval between ``low`` and ``high`` on
+    a log scale: a page that always changes gets ``low``, one that never does tends to
+    ``high``. The prior is that the page changes (a new page comes back after ``low``,
+    and learns from there), or the ``guess`` interval if given (a sitemap's
+    ``<changefreq>``)."""
     low, high = min(low, high), max(low, high)
     if high <= low or low <= 0:
         return max(low, 0.0)
     span = math.log(high / low)
-    prior = 0.5
+    prior = 1.0
     if guess is not None:
         clamped = min(max(guess, low), high)
         prior = 1.0 - math.log(clamped / low) / span
