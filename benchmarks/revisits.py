@@ -6,9 +6,10 @@ recrawl every day.
         [--revisit-min 1d] [--revisit-max 30d] [--unchanged]
 
 The demo shop reprices about 10 % of its products a day and discontinues 2 % (a round a
-day; its listings shift when products go), or with ``--unchanged`` never changes. A crawl runs in this process on SQLite, its
-store on a clock the script moves a day at a time (time is simulated; the crawls are
-real, on 127.0.0.1). Each day, two databases crawled the same way the first day:
+day; its listings shift when products go), or with ``--unchanged`` never changes. A
+crawl runs in this process on SQLite, its store on a clock the script moves a day at a
+time (time is simulated; the crawls are real, on 127.0.0.1). Each day, two databases
+crawled the same way the first day:
 
 - **due**: `recrawl --due` (the pages due by their own change history), then the crawl;
 - **full**: `recrawl` (every page, with validators: 304 for what did not change).
@@ -57,10 +58,16 @@ def get(url: str) -> Any:
         return json.load(resp)
 
 
+def reset(shop: ShopProcess) -> None:
+    urllib.request.urlopen(urllib.request.Request(f"{shop.url}/reset", method="POST")).read()
+
+
 def crawl(store: Store, shop: ShopProcess, settings: dict[str, float]) -> float:
     spider = DemoShop()
-    crawler = Crawler(spider, store, start_urls=[f"{shop.url}/list/0"], store_process=False,
-                      handle_signals=False, settings=DemoShop.crawl_settings(**settings))  # fmt: skip
+    crawler = Crawler(
+        spider, store, start_urls=[f"{shop.url}/list/0"], store_process=False,
+        handle_signals=False, settings=DemoShop.crawl_settings(**settings),
+    )  # fmt: skip
     started = time.perf_counter()
     result = aio.run(crawler.run())
     assert not result.interrupted and result.stats.failed == 0, result
@@ -102,8 +109,7 @@ def main() -> None:
         with ShopProcess(options, port=port) as shop:
             for name, store in stores.items():
                 get(f"{shop.url}/stats")
-                urllib.request.urlopen(urllib.request.Request(f"{shop.url}/reset",
-                                                              method="POST")).read()  # fmt: skip
+                reset(shop)
                 wall = crawl(store, shop, settings)
                 first[name] = (wall, get(f"{shop.url}/stats"))
         base_wall = sum(w for w, _ in first.values()) / 2
@@ -117,8 +123,7 @@ def main() -> None:
             with ShopProcess(today, port=port) as shop:
                 truth = shop.catalogue()
                 for name, store in stores.items():
-                    urllib.request.urlopen(urllib.request.Request(f"{shop.url}/reset",
-                                                                  method="POST")).read()  # fmt: skip
+                    reset(shop)
                     store.recrawl("demo-shop", due=(name == "due"))
                     wall = crawl(store, shop, settings)
                     served = get(f"{shop.url}/stats")
@@ -134,13 +139,15 @@ def main() -> None:
     print(f"{'day':>3} {'mode':<5} {'requests':>9} {'304s':>7} {'body bytes':>11} "
           f"{'bytes':>6} {'seconds':>8} {'time':>6} {'stale records':>14}")  # fmt: skip
     for day, name, requests, n304, size, wall, wrong in rows:
+        share, took = size / base_bytes, wall / base_wall
         print(f"{day:>3} {name:<5} {requests:>9,} {n304:>7,} {size:>11,} "
-              f"{size / base_bytes:>6.1%} {wall:>8.2f} {wall / base_wall:>6.0%} {wrong:>14,}")  # fmt: skip
+              f"{share:>6.1%} {wall:>8.2f} {took:>6.0%} {wrong:>14,}")  # fmt: skip
     for name in ("due", "full"):
         mine = [r for r in rows if r[1] == name]
-        print(f"{name}: {sum(r[2] for r in mine) / len(mine):,.0f} requests a day, "
-              f"{sum(r[5] for r in mine) / len(mine) / base_wall:.0%} of the first crawl's "
-              f"time, {sum(r[6] for r in mine) / len(mine):,.0f} stale records on average")  # fmt: skip
+        n = len(mine)
+        requests, took = sum(r[2] for r in mine) / n, sum(r[5] for r in mine) / n / base_wall
+        print(f"{name}: {requests:,.0f} requests a day, {took:.0%} of the first crawl's time, "
+              f"{sum(r[6] for r in mine) / n:,.0f} stale records on average")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ digest was another) with those validators, and its next visit is due after an in
 between ``revisit_min`` and ``revisit_max`` set by that history (:func:`revisit_interval`):
 a page that changed on every visit comes back after ``revisit_min``, one that never
 changed drifts towards ``revisit_max``; a new page comes back after ``revisit_min``. A
-sitemap's ``<changefreq>`` is the first guess for a page with no history yet; a sitemap ``<lastmod>`` newer than a page's last fetch
-makes it due at once.
+sitemap's ``<changefreq>`` is the first guess for a page with no history yet; a sitemap
+``<lastmod>`` newer than a page's last fetch makes it due at once.
 """
 
 from __future__ import annotations
