@@ -33,6 +33,9 @@ async def crawl_async(
     start_urls: Sequence[str] | None = None,
     progress: bool = False,
     handle_signals: bool | None = None,
+    every: str | float | None = None,
+    continuous: bool = False,
+    passes: int | None = None,
     **settings: Any,
 ) -> CrawlResult:
     """Run ``spider`` until nothing is left to crawl, in the running event loop.
@@ -45,6 +48,9 @@ async def crawl_async(
         progress: draw the live progress line on stderr.
         handle_signals: stop gracefully on Ctrl-C/SIGTERM (default: when running in the
             main thread, as a script does; not in a notebook's or a server's loop).
+        every, continuous, passes: keep running, as ``crawl --every 6h`` (a duration:
+            ``"6h"`` or seconds) or ``crawl --continuous`` do, until ``passes`` passes
+            have ended (docs/continuous.md).
         **settings: crawl settings (``concurrency=8``), over the spider's own.
 
     Returns:
@@ -59,6 +65,9 @@ async def crawl_async(
     if not isinstance(instance, Spider):
         raise ConfigError(f"crawl() needs a crashsafe Spider, not {type(instance).__name__}")
     resolved = type(instance).crawl_settings(**settings)
+    from crashsafe.crawl.passes import schedule_of
+
+    schedule = schedule_of(continuous, None if every is None else str(every), passes)
     if handle_signals is None:
         handle_signals = threading.current_thread() is threading.main_thread()
     store = open_store(db, create=True)
@@ -70,6 +79,7 @@ async def crawl_async(
             start_urls=start_urls,
             progress=progress,
             handle_signals=handle_signals,
+            schedule=schedule,
         )
         return await crawler.run()
     finally:

@@ -14,6 +14,7 @@ from collections import Counter
 import pytest
 from aiohttp import web
 
+import crashsafe
 from crashsafe import aio, open_store
 from crashsafe.crawl.engine import Crawler
 from crashsafe.crawl.revisits import revisit_interval
@@ -242,3 +243,31 @@ def test_a_sitemaps_changefreq_is_the_first_guess_and_a_newer_lastmod_makes_a_pa
             assert site.hits["/b"] == 2
     finally:
         store.close()
+
+
+def test_the_python_api_keeps_a_crawl_running_and_bad_schedules_are_refused(
+    db_url: str,
+) -> None:
+    site = Changing()
+    with AppThread(site.app()) as served:
+        result = crashsafe.crawl(
+            Pages, db=db_url, start_urls=[f"{served.url}/"], continuous=True, passes=2,
+            revisit_min=0.2, revisit_max=0.5,
+        )  # fmt: skip
+    assert not result.interrupted and result.stats.done == 3
+    assert sum(site.hits.values()) > 3  # pass 2 fetched again
+    store = open_store(db_url)
+    try:
+        assert [f.number for f in store.pass_figures("changing")] == [2, 1]
+    finally:
+        store.close()
+    for args, error in (
+        (["--continuous", "--every", "1h"], "--continuous and --every: choose one"),
+        (["--passes", "2"], "--passes needs --continuous or --every"),
+        (["--every", "0"], "--every '0': give a duration like 30m, 6h or 1d"),
+        (["--every", "soon"], "--every 'soon': give a duration"),
+    ):
+        refused = run_cli("crawl", SPIDER, "--db", db_url, *args)
+        assert refused.returncode == 1 and error in refused.stderr, refused.stderr
+    bad = run_cli("crawl", SPIDER, "--db", db_url, "--continuous", "-s", "revisit_min=2d")
+    assert bad.returncode == 1 and "revisit_max (6000 s) is shorter than revisit_min" in bad.stderr

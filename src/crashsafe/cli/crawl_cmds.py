@@ -35,7 +35,6 @@ from crashsafe.text import printable
 if TYPE_CHECKING:
     from crashsafe.cli.export_cmd import Feed
     from crashsafe.crawl.engine import CrawlResult
-    from crashsafe.crawl.passes import Schedule
 
 INTERRUPTED = "Interrupted: run the same command again to resume."
 
@@ -262,6 +261,8 @@ def crawl(
         from crashsafe.cli.workers import stop_with_parent
 
         stop_with_parent(parent_fd)
+    from crashsafe.crawl.passes import schedule_of
+
     schedule = schedule_of(continuous, every, passes)
     spider_cls = load_spider(spider)
     spider_args = parse_arguments(arguments)
@@ -355,26 +356,6 @@ def with_last_pass(store: Store, crawl: str, line: str | None) -> str | None:
     if not last or last[0].number < 2:
         return line
     return f"{line}\n  {figures_line(last[0])}"
-
-
-def schedule_of(continuous: bool, every: str | None, passes: int | None) -> Schedule | None:
-    """``--continuous``, ``--every`` and ``--passes`` as a Schedule (None: one pass)."""
-    from crashsafe.cli.common import parse_duration
-    from crashsafe.crawl.passes import Schedule
-
-    if continuous and every:
-        raise ConfigError(
-            "--continuous and --every: choose one (--continuous fetches each page as it "
-            "falls due; --every 6h fetches every page every six hours)"
-        )
-    if passes is not None and not (continuous or every):
-        raise ConfigError("--passes needs --continuous or --every")
-    if every:
-        seconds = parse_duration(every, "--every")
-        if seconds <= 0:
-            raise ConfigError(f"--every {every!r}: give a duration above 0, like 6h or 1d")
-        return Schedule(every=seconds, passes=passes)
-    return Schedule(continuous=True, passes=passes) if continuous else None
 
 
 def run_as_workers(

@@ -17,9 +17,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from crashsafe.errors import ConfigError
 from crashsafe.store import PassFigures, PassTurn, Store
 
-__all__ = ["PASS_POLL", "PassKeeper", "Schedule", "figures_line"]
+__all__ = ["PASS_POLL", "PassKeeper", "Schedule", "figures_line", "schedule_of"]
 
 logger = logging.getLogger("crashsafe.crawl")
 
@@ -40,6 +41,27 @@ class Schedule:
     #: a continuous pass takes the pages due within this many seconds too (a quarter
     #: of revisit_min: a pass of many pages now and then, not one page at a time)
     early: float = 0.0
+
+
+def schedule_of(continuous: bool, every: str | None, passes: int | None) -> Schedule | None:
+    """``--continuous``, ``--every`` and ``--passes`` as a Schedule (None: one pass)."""
+    if continuous and every:
+        raise ConfigError(
+            "--continuous and --every: choose one (--continuous fetches each page as it "
+            "falls due; --every 6h fetches every page every six hours)"
+        )
+    if passes is not None and not (continuous or every):
+        raise ConfigError("--passes needs --continuous or --every")
+    if passes is not None and passes < 1:
+        raise ConfigError(f"--passes {passes!r}: give a number of passes, 1 or more")
+    if every:
+        from crashsafe.durations import seconds as duration
+
+        seconds = duration(every)
+        if seconds is None or seconds <= 0 or seconds > 100 * 365 * 86400:
+            raise ConfigError(f"--every {every!r}: give a duration like 30m, 6h or 1d")
+        return Schedule(every=seconds, passes=passes)
+    return Schedule(continuous=True, passes=passes) if continuous else None
 
 
 def _size(n: int) -> str:
