@@ -125,7 +125,7 @@ class JsSite:
         self.hits[path] += 1
         self.cookies_seen[path] = dict(request.cookies)
         if path == "/robots.txt":
-            return web.Response(text="User-agent: *\nAllow: /\n")
+            return web.Response(text="User-agent: *\nDisallow: /private/\nAllow: /\n")
         if path == "/links":  # /links?to=/js/1&to=/hang: a page linking those
             links = "".join(f'<a href="{to}">{to}</a>' for to in request.query.getall("to", []))
             return self._html(f"<html><body>{links}</body></html>")
@@ -163,4 +163,9 @@ class JsSite:
             return web.Response(text="9.99")
         if path == "/more":
             return self._html(MORE)
+        if path == "/frames":  # a frame robots.txt allows, one it does not
+            frames = '<iframe src="/open/frame"></iframe><iframe src="/private/frame"></iframe>'
+            return self._html(f'<html><body>{frames}<span class="price">1</span></body></html>')
+        if path in ("/open/frame", "/private/frame"):
+            return self._html("<html><body>frame</body></html>")
         return web.Response(status=404)

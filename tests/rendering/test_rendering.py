@@ -176,6 +176,17 @@ def test_cookies_go_from_http_to_the_browser_and_back(
     no_browser_left()
 
 
+def test_a_rendered_pages_frames_obey_robots_txt(
+    site: tuple[JsSite, str], store: Store, chromium: str
+) -> None:
+    app, url = site
+    run_crawl(Prices(), store, f"{url}/frames", render=True, browser_executable=chromium)
+    assert {r.key: r.data for r in store.iter_records("prices")} == {"frames": {"price": "1"}}
+    assert app.hits["/open/frame"] == 1  # a frame the site allows is loaded (through us)
+    assert app.hits["/private/frame"] == 0  # robots.txt disallows /private/: never asked
+    no_browser_left()
+
+
 @pytest.mark.parametrize("browser_allowed", [None, ("*:*",)], ids=["allow-list", "guard"])
 def test_a_script_cannot_reach_another_loopback_address(
     site: tuple[JsSite, str], store: Store, chromium: str, browser_allowed: Any
