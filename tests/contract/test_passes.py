@@ -130,3 +130,30 @@ def test_two_workers_never_begin_two_passes(
     begun = [t for t in turns if t.started is not None]
     assert len(begun) == 1 and begun[0].started.requeued == 20
     assert all(t.open for t in turns if t.started is None)  # the others join it
+
+
+def test_a_record_another_page_dropped_comes_back_when_a_page_that_lists_it_is_unchanged(
+    store: Store, clock: ManualClock
+) -> None:
+    """x is on /p and /q. A pass that fetches /q alone, which no longer lists it, marks
+    it gone (nothing else of it was fetched); /p answering 304 (it still lists x) brings
+    it back as a new version."""
+    store.enqueue(C, [NewUrl("http://a/p"), NewUrl("http://a/q")])
+    x = rec("x", "1")
+    pages = {"http://a/p": (10 * HOUR, [x], {}), "http://a/q": (HOUR, [x], {})}
+    crawl_all(store, pages)
+    clock.advance(HOUR)
+    assert store.begin_pass(C).started.requeued == 1  # /q
+    pages["http://a/q"] = (HOUR, [], {})
+    assert crawl_all(store, pages) == ["http://a/q"]
+    store.finish_pass(C)
+    [gone] = store.iter_records(C, since=0.0)  # (a feed: gone records too)
+    assert gone.gone_at is not None and gone.version == 2
+    clock.advance(10 * HOUR)
+    store.begin_pass(C)
+    pages["http://a/p"] = (HOUR, [], {"revisit": "not-modified", "kept": ["id-x"]})
+    pages["http://a/q"] = (HOUR, [], {})
+    crawl_all(store, pages)
+    store.finish_pass(C)
+    [back] = store.iter_records(C, since=0.0)
+    assert back.gone_at is None and back.version == 3 and back.data == {"price": "1"}

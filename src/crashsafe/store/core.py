@@ -239,7 +239,8 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
                              "body_bytes": p.body_bytes, "revisit_in": p.revisit_in})  # fmt: skip
                 changed += [{"crawl": crawl, "url": u.url, "changed_at": u.changed_at,
                              "now": now} for u in p.links if u.changed_at is not None]  # fmt: skip
-                touched += [{"crawl": crawl, "id": rid, "page": fid} for rid in p.kept]
+                touched += [{"crawl": crawl, "id": rid, "page": fid, "now": now}
+                            for rid in p.kept]  # fmt: skip
                 records += [
                     {"crawl": crawl, "id": r.id, "source": r.source, "key": r.key,
                      "key_json": r.key_json, "is_item": r.is_item, "url": r.url,

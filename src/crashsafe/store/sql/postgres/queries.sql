@@ -893,12 +893,17 @@ SELECT pattern, http, browser FROM render_patterns WHERE crawl = %(crawl)s ORDER
 
 -- name: yield_again
 -- many (sorted by id: store/core.py). A page a recrawl found unchanged yields again the
--- live records its last parse yielded.
+-- records its last parse yielded; one gone meanwhile comes back (SQLite's query says why).
 UPDATE records r
 SET page = u.page, seen_pass = (SELECT coalesce(max(pass), 1) FROM passes p
-                                WHERE p.crawl = r.crawl)
-FROM unnest(%(crawl)s::text[], %(id)s::text[], %(page)s::bigint[]) AS u(crawl, id, page)
-WHERE r.crawl = u.crawl AND r.id = u.id AND r.gone_at IS NULL;
+                                WHERE p.crawl = r.crawl),
+    gone_at = NULL,
+    version = r.version + (r.gone_at IS NOT NULL)::int,
+    last_changed = CASE WHEN r.gone_at IS NULL THEN r.last_changed
+                        ELSE crashsafe_now(u.now) END
+FROM unnest(%(crawl)s::text[], %(id)s::text[], %(page)s::bigint[], %(now)s::float8[])
+     AS u(crawl, id, page, now)
+WHERE r.crawl = u.crawl AND r.id = u.id;
 
 -- name: page_validators
 SELECT id, validators FROM frontier

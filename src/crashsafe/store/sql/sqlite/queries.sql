@@ -687,12 +687,17 @@ ON CONFLICT (crawl, pattern) DO UPDATE SET
 SELECT pattern, http, browser FROM render_patterns WHERE crawl = :crawl ORDER BY pattern;
 
 -- name: yield_again
--- A page a recrawl found unchanged (a 304, the same body) yields again the live records
--- its last parse yielded: noted as in upsert_record, their data as it is.
+-- A page a recrawl found unchanged (a 304, the same body) yields again the records its
+-- last parse yielded: noted as in upsert_record, their data as it is. One marked gone
+-- meanwhile (a pass that fetched only another page of it, which dropped it) is on this
+-- page still: it comes back, a new version, as a gone record yielded again does.
 UPDATE records
 SET page = :page,
-    seen_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = :crawl)
-WHERE crawl = :crawl AND id = :id AND gone_at IS NULL;
+    seen_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = :crawl),
+    gone_at = NULL,
+    version = version + (gone_at IS NOT NULL),
+    last_changed = CASE WHEN gone_at IS NULL THEN last_changed ELSE :now END
+WHERE crawl = :crawl AND id = :id;
 
 -- name: page_validators
 SELECT id, validators FROM frontier
