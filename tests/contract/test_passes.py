@@ -157,3 +157,44 @@ def test_a_record_another_page_dropped_comes_back_when_a_page_that_lists_it_is_u
     store.finish_pass(C)
     [back] = store.iter_records(C, since=0.0)
     assert back.gone_at is None and back.version == 3 and back.data == {"price": "1"}
+
+
+def test_failed_pages_get_another_chance_in_the_next_pass(store: Store, clock: ManualClock) -> None:
+    store.enqueue(C, [NewUrl("http://a/ok"), NewUrl("http://a/down")])
+    owner = store.register_worker()
+    leased = {x.url: x for x in store.lease(C, owner, 10, 60)}
+    outcomes = [PageOutcome(leased["http://a/ok"], "done", 200, revisit_in=HOUR),
+                PageOutcome(leased["http://a/down"], "failed", error="refused",
+                            revisit_in=2 * HOUR)]  # fmt: skip
+    assert store.commit_pages(C, outcomes) == [None, None]
+    clock.advance(HOUR)  # --continuous: the failed page comes back when it is due
+    assert store.begin_pass(C).started.requeued == 1
+    assert crawl_all(store, {"http://a/ok": (HOUR, [], {})}) == ["http://a/ok"]
+    clock.advance(HOUR)
+    assert store.begin_pass(C).started.requeued == 2  # both due now
+    owner = store.register_worker()
+    leased = {x.url: x for x in store.lease(C, owner, 10, 60)}
+    assert leased["http://a/down"].attempts == 0  # a fresh start
+    outcomes = [PageOutcome(leased["http://a/ok"], "done", 200, revisit_in=HOUR),
+                PageOutcome(leased["http://a/down"], "failed", error="refused",
+                            revisit_in=100 * HOUR)]  # fmt: skip
+    store.commit_pages(C, outcomes)
+    clock.advance(6 * HOUR)  # --every: every page, the failed one too, due or not
+    assert store.begin_pass(C, every=6 * HOUR).started.requeued == 2
+
+
+def test_a_run_that_takes_part_in_its_last_pass_begins_no_other(
+    store: Store, clock: ManualClock
+) -> None:
+    store.enqueue(C, [NewUrl("http://a/1")])
+    pages = {"http://a/1": (HOUR, [], {})}
+    crawl_all(store, pages)
+    clock.advance(2 * HOUR)
+    turn = store.begin_pass(C, last=1)  # pass 1 was the run's last: it ended, none begins
+    assert turn.ended and turn.number == 1 and turn.started is None
+    assert store.pass_figures(C)[0].number == 1  # noted
+    assert store.begin_pass(C, last=2).started.number == 2
+    assert store.begin_pass(C, last=2).open
+    crawl_all(store, pages)
+    clock.advance(2 * HOUR)
+    assert store.begin_pass(C, last=2).ended

@@ -5,9 +5,11 @@ each pass did, in `status` and the summary."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
+import sqlite3
 import time
 from collections import Counter
 
@@ -20,7 +22,7 @@ from crashsafe.crawl.engine import Crawler
 from crashsafe.crawl.revisits import revisit_interval
 from crashsafe.demo.server import AppThread
 from tests.clock import ManualClock
-from tests.helpers import reaped, run_cli, start_cli
+from tests.helpers import reaped, run_cli, start_cli, wait_for_line
 from tests.spiders import changing
 from tests.spiders.changing import Mapped, Pages
 
@@ -37,6 +39,7 @@ class Changing:
         self.hits: Counter[str] = Counter()
         self.log: list[tuple[float, str]] = []  # (when, path) of every page request
         self.latency, self.pages = latency, pages
+        self.not_modified = 0
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -60,6 +63,7 @@ class Changing:
             n = self.hits[request.path]
             return web.Response(text=f"<html><b>{n}</b></html>", content_type="text/html")
         if request.headers.get("If-None-Match") == '"v1"':
+            self.not_modified += 1
             return web.Response(status=304, headers={"ETag": '"v1"'})
         return web.Response(text="<html><b>same</b></html>", content_type="text/html",
                             headers={"ETag": '"v1"'})  # fmt: skip
@@ -264,10 +268,66 @@ def test_the_python_api_keeps_a_crawl_running_and_bad_schedules_are_refused(
     for args, error in (
         (["--continuous", "--every", "1h"], "--continuous and --every: choose one"),
         (["--passes", "2"], "--passes needs --continuous or --every"),
-        (["--every", "0"], "--every '0': give a duration like 30m, 6h or 1d"),
+        (["--every", "0"], "--every '0': give a duration of 1s or more"),
         (["--every", "soon"], "--every 'soon': give a duration"),
     ):
         refused = run_cli("crawl", SPIDER, "--db", db_url, *args)
         assert refused.returncode == 1 and error in refused.stderr, refused.stderr
     bad = run_cli("crawl", SPIDER, "--db", db_url, "--continuous", "-s", "revisit_min=2d")
     assert bad.returncode == 1 and "revisit_max (6000 s) is shorter than revisit_min" in bad.stderr
+
+
+def test_a_run_counts_only_the_passes_that_end_while_it_runs(db_url: str) -> None:
+    """A complete crawl whose passes have no figures (made by an older version): a
+    `--passes 1` run still runs a pass of its own, then stops."""
+    site = Changing()
+    with AppThread(site.app()) as served:
+        start = ["--start-url", f"{served.url}/", "-s", "revisit_min=0.2s",
+                 "-s", "revisit_max=0.5s"]  # fmt: skip
+        assert run_cli("crawl", SPIDER, "--db", db_url, *start).returncode == 0
+        assert run_cli("recrawl", "--db", db_url).returncode == 0
+        assert run_cli("crawl", SPIDER, "--db", db_url, *start).returncode == 0
+        with contextlib.closing(sqlite3.connect(db_url.removeprefix("sqlite:///"))) as db:
+            db.execute("DELETE FROM pass_figures")
+            db.commit()
+        hits = sum(site.hits.values())
+        done = run_cli(
+            "crawl", SPIDER, "--db", db_url, *start, "--continuous", "--passes", "1",
+            "--no-progress",
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "pass 3 begins" in done.stderr and "pass 4 begins" not in done.stderr
+    assert hits < sum(site.hits.values()) <= hits + 3  # a pass of its own: the pages due
+
+
+def test_a_waiting_worker_joins_a_pass_begun_elsewhere_with_its_validators(
+    db_url: str,
+) -> None:
+    site = Changing()
+    with AppThread(site.app()) as served:
+        args = ["crawl", SPIDER, "--db", db_url, "--start-url", f"{served.url}/",
+                "--continuous", "--passes", "2", "-s", "revisit_min=1h"]  # fmt: skip
+        with reaped(start_cli(*args)) as worker:
+            assert worker.stderr is not None
+            wait_for_line(worker.stderr, "pass 1: 3 pages fetched", timeout=60)
+            begun = run_cli("recrawl", "--db", db_url)  # pass 2, begun by someone else
+            assert begun.returncode == 0, begun.stderr
+            _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    assert site.hits["/never"] == 2 and site.not_modified == 1  # asked with its ETag
+    assert "pass 2: 3 pages fetched (1 not modified, 1 unchanged, 1 parsed)" in err
+
+
+def test_recrawl_refuses_to_begin_a_pass_while_the_last_one_runs(db_url: str) -> None:
+    site = Changing(pages=10)
+    with AppThread(site.app()) as served:
+        start = ["--start-url", f"{served.url}/", "--concurrency", "1"]
+        cut = run_cli("crawl", SPIDER, "--db", db_url, *start, "-s", "max_pages=1")
+        assert cut.returncode == 0, cut.stderr  # pages left pending: pass 1 has not ended
+    refused = run_cli("recrawl", "--db", db_url)
+    assert refused.returncode == 1
+    assert "changing: pass 1 has not ended (pages are pending or leased)" in refused.stderr
+    forced = run_cli("recrawl", "--db", db_url, "--force")
+    assert forced.returncode == 0
+    assert re.search(r"pass 2 begun, \d+ pages queued again", forced.stdout), forced.stdout
+    assert "run the crawl again" in forced.stdout

@@ -6,6 +6,7 @@ import click
 
 from crashsafe.cli.common import one_crawl, parse_duration
 from crashsafe.cli.options import db_option, open_db
+from crashsafe.errors import ConfigError
 
 
 @click.command()
@@ -22,7 +23,14 @@ from crashsafe.cli.options import db_option, open_db
     help="Only the pages due for their next visit (from how often each changed; "
          "see `crawl --continuous`).",
 )  # fmt: skip
-def recrawl(db_url: str, crawl_name: str | None, older_than: str, due: bool = False) -> None:
+@click.option(
+    "--force", is_flag=True,
+    help="Queue the pages even while the last pass still has pages pending or leased "
+         "(two passes then run at once).",
+)  # fmt: skip
+def recrawl(
+    db_url: str, crawl_name: str | None, older_than: str, due: bool = False, force: bool = False
+) -> None:
     """Queue a crawl's done pages again for a new pass; run `crashsafe crawl` to fetch them.
 
     A page fetched again that changed gives its records a new version (last_changed
@@ -34,9 +42,15 @@ def recrawl(db_url: str, crawl_name: str | None, older_than: str, due: bool = Fa
     store = open_db(db_url)
     try:
         crawl = one_crawl(store, crawl_name)
-        started = store.recrawl(crawl, older_than=age, due=due)
+        started = store.recrawl(crawl, older_than=age, due=due, force=force)
     finally:
         store.close()
+    if started.open:
+        raise ConfigError(
+            f"{crawl}: pass {started.number} has not ended (pages are pending or leased): "
+            "nothing queued. Let it end (run the crawl), or add --force to queue the done "
+            "pages anyway (two passes then run at once)."
+        )
     if started.requeued == 0:
         which = "done page" if age == 0 else f"page done more than {older_than} ago"
         which = "page due for its next visit" if due else which

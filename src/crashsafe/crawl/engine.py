@@ -442,7 +442,10 @@ class Crawler:
             )  # fmt: skip
             self._processor = processor
             processor.tracer = self._tracer
-            if await self._call(self.store.last_pass_at, self.crawl) is not None:
+            if (
+                self.schedule is not None  # passes may begin while it runs
+                or await self._call(self.store.last_pass_at, self.crawl) is not None
+            ):
                 processor.seen_of = self._seen_of  # a recrawl: changes only (revisits.py)
             if self.schedule is not None:  # a crawl that keeps running (crawl/passes.py)
                 schedule = replace(self.schedule, early=self.settings.revisit_min / 4)
@@ -529,8 +532,6 @@ class Crawler:
                             wait = await self._passes.after_pass()
                             if wait is None:
                                 break  # the run has had its passes (--passes)
-                            if self._passes.recrawling and self._processor is not None:
-                                self._processor.seen_of = self._seen_of
                             if wait > 0:
                                 await self._sleep(wait)
                             continue

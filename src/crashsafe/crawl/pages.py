@@ -222,6 +222,7 @@ class PageProcessor:
                 "failed",
                 error=f"gave up: {lease.attempts} attempts already made (requests lost to "
                 "crashes, stops or lapsed leases count too)",
+                revisit_in=self._interval(lease, 0, 0, learns=False),
             )
         try:
             outcome = await self._process(lease, on_request)
@@ -230,9 +231,9 @@ class PageProcessor:
         except BaseException as exc:  # a bug of ours, an input nobody foresaw
             where = traceback.format_exc(limit=-3)
             return self._retry(lease, f"internal error: {type(exc).__name__}: {exc}\n{where}")
-        if outcome.revisit_in is None and (outcome.kind == "done" or outcome.kind == "skipped"):
-            # no digest to learn from (an error, a redirect, a rendered page): the middle
-            # interval, or what the sitemap that listed it guessed
+        if outcome.revisit_in is None and outcome.kind in ("done", "skipped", "failed"):
+            # no digest to learn from (an error, a redirect, a rendered page, a page that
+            # failed): the middle interval, or what the sitemap that listed it guessed
             outcome = replace(outcome, revisit_in=self._interval(lease, 0, 0, learns=False))
         return outcome
 

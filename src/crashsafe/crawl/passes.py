@@ -58,8 +58,10 @@ def schedule_of(continuous: bool, every: str | None, passes: int | None) -> Sche
         from crashsafe.durations import seconds as duration
 
         seconds = duration(every)
-        if seconds is None or seconds <= 0 or seconds > 100 * 365 * 86400:
-            raise ConfigError(f"--every {every!r}: give a duration like 30m, 6h or 1d")
+        if seconds is None or seconds < 1 or seconds > 100 * 365 * 86400:
+            raise ConfigError(
+                f"--every {every!r}: give a duration of 1s or more, like 30m, 6h or 1d"
+            )
         return Schedule(every=seconds, passes=passes)
     return Schedule(continuous=True, passes=passes) if continuous else None
 
@@ -95,47 +97,45 @@ class PassKeeper:
     ) -> None:
         self.schedule = schedule
         self._call, self._store, self.crawl = call, store, crawl
-        self._noted = 0  # the last pass whose end this worker noted (or saw noted)
-        self._baseline: int | None = None
-        self._current: int | None = None  # the pass the store last said is current
-        self.recrawling = False  # a pass after the first is open: pages have a last fetch
+        self._noted = 0  # the last pass whose end this worker logged (or ended before it)
+        self._last: int | None = None  # the last pass this run takes part in (--passes)
+        self._started = False
 
     async def start(self) -> None:
-        """Before the first page: the passes that ended before this run don't count."""
-        last = await self._call(self._store.pass_figures, self.crawl, limit=1)
-        self._baseline = self._noted = last[0].number if last else 0
+        """Before the first page: the passes that ended before this run don't count (a
+        complete pass is noted now, its figures kept, without a line of this run's)."""
+        turn: PassTurn = await self._call(self._store.begin_pass, self.crawl, last=0)
+        self._noted = turn.number - 1 if turn.open else turn.number
+        if self.schedule.passes is not None:
+            self._last = self._noted + self.schedule.passes
+        self._started = True
 
     async def after_pass(self) -> float | None:
         """Called when nothing of the crawl is pending or leased. Returns None when the
         run has had its passes (stop), 0 when a pass is open (lease again), else the
         seconds to wait before looking again."""
-        if self._baseline is None:
+        if not self._started:
             await self.start()
-        if self._current is None or self._current > self._noted:
-            # the end of a pass this worker has not seen end: noted once (gone records,
-            # figures), not at every look while the next one is not due
-            await self._call(self._store.finish_pass, self.crawl)
-            last = await self._call(self._store.pass_figures, self.crawl, limit=1)
-            if last and last[0].number > self._noted:
-                self._noted = last[0].number
-                logger.info("%s: %s", self.crawl, figures_line(last[0]))
-        ended = self._noted - (self._baseline or 0)
-        if self.schedule.passes is not None and ended >= self.schedule.passes:
-            return None
         s = self.schedule
         turn: PassTurn = await self._call(
-            self._store.begin_pass, self.crawl, every=s.every, due=s.continuous, early=s.early
-        )
-        self._current = turn.number
+            self._store.begin_pass, self.crawl, every=s.every, due=s.continuous,
+            early=s.early, last=self._last,
+        )  # fmt: skip
         if turn.open:
-            self.recrawling = True
             return 0.0
+        ended = turn.number - 1 if turn.started is not None else turn.number
+        if ended > self._noted:
+            if turn.started is None and not turn.ended:  # (else noted by begin_pass)
+                await self._call(self._store.finish_pass, self.crawl)
+            await self._log_end(ended)
+        if turn.ended:
+            return None
         if turn.started is not None:
-            self.recrawling = True
             late = ""
             if s.every is not None and turn.late > min(1.0, s.every / 10):  # (not a poll's)
-                late = (f", {_duration(turn.late)} after its time: the last pass ran longer "
-                        f"than --every {_duration(s.every)}")  # fmt: skip
+                why = (f"the last pass ran longer than --every {_duration(s.every)}"
+                       if turn.overran else "no worker was running when it was due")  # fmt: skip
+                late = f", {_duration(turn.late)} after its time: {why}"
             logger.log(
                 logging.WARNING if late else logging.INFO,
                 "%s: pass %d begins: %d page(s) due%s",
@@ -143,6 +143,13 @@ class PassKeeper:
             )  # fmt: skip
             return 0.0
         return PASS_POLL if turn.wait is None else min(max(turn.wait, 0.0), PASS_POLL)
+
+    async def _log_end(self, number: int) -> None:
+        self._noted = number
+        found = await self._call(self._store.pass_figures, self.crawl, limit=3)
+        for figures in found:
+            if figures.number == number:
+                logger.info("%s: %s", self.crawl, figures_line(figures))
 
 
 def _duration(seconds: float) -> str:

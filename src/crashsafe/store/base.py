@@ -336,9 +336,12 @@ class Store(Protocol):
         ...
 
     # -- recrawls and the outbox (store/sql_effects.py) ---------------------------------
-    def recrawl(self, crawl: str, *, older_than: float = 0.0, due: bool = False) -> Pass:
+    def recrawl(
+        self, crawl: str, *, older_than: float = 0.0, due: bool = False, force: bool = True
+    ) -> Pass:
         """Put done URLs finished at least ``older_than`` seconds ago (``due``: those due
-        for their next visit) back to pending, as a new pass (none begins if none is)."""
+        for their next visit) back to pending, as a new pass (none begins if none is, or,
+        without ``force``, while the last pass is still open)."""
         ...
 
     def finish_pass(self, crawl: str) -> int:
@@ -357,11 +360,12 @@ class Store(Protocol):
         every: float | None = None,
         due: bool = False,
         early: float = 0.0,
+        last: int | None = None,
     ) -> PassTurn:
         """Once the current pass is complete, begin the next when it is due (``every``
-        seconds after the last began, or as soon as a done page is due for its next
-        visit, with those due within ``early``), one at a time across all workers
-        (store/sql_passes.py)."""
+        seconds after the last began, or as soon as a page is due for its next visit,
+        with those due within ``early``), one at a time across all workers, and none
+        past pass ``last`` (store/sql_passes.py)."""
         ...
 
     def pass_figures(self, crawl: str, *, limit: int = 20) -> list[PassFigures]:

@@ -267,7 +267,7 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
                 if p.kind == "deferred":
                     held.append(self._origin_range(crawl, p.lease.url, p.retry_in, now))
             else:
-                failed.append(row)
+                failed.append({**row, "revisit_in": p.revisit_in})
         # The fenced state updates first: nothing else of a stale page may be written.
         for name, rows in (("mark_done", done), ("mark_retry", retry), ("mark_failed", failed)):
             if not rows:

@@ -28,6 +28,7 @@ class Pass:
 
     number: int
     requeued: int
+    open: bool = False  # none began: pass ``number`` still has pages pending or leased
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +143,8 @@ class PassTurn:
     wait: float | None = None
     late: float = 0.0
     number: int = 1  # the crawl's current pass (the one begun, if one was)
+    ended: bool = False  # the caller's last pass is complete: none began
+    overran: bool = False  # the pass before the one begun ran longer than ``every``
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,26 +22,39 @@ class SQLPasses(SQLBase):
         every: float | None = None,
         due: bool = False,
         early: float = 0.0,
+        last: int | None = None,
     ) -> PassTurn:
         """If the crawl's current pass is complete, note what it did and begin the next
-        one when it is due: ``every`` seconds after the last one began (all done pages
-        queued again; with ``due`` too, only those due), or else as soon as a done page is
-        due for its next visit (those pages, and those due within ``early`` seconds, so
-        that a pass takes many). Else say how long until one may begin."""
+        one when it is due: ``every`` seconds after the last one began (every done and
+        failed page queued again; with ``due`` too, only those due), or else as soon as
+        a page is due for its next visit (those, and those due within ``early`` seconds,
+        so that a pass takes many). Else say how long until one may begin. ``last``: the
+        last pass the caller takes part in; once it is complete, none begins (``ended``)."""
 
         def go() -> PassTurn:
             with self._write() as tx:
-                return self._turn(tx, crawl, every, due, early)
+                return self._turn(tx, crawl, every, due, early, last)
 
         return self._run(go)
 
-    def _turn(self, tx: Tx, crawl: str, every: float | None, due: bool, early: float) -> PassTurn:
+    def _turn(
+        self,
+        tx: Tx,
+        crawl: str,
+        every: float | None,
+        due: bool,
+        early: float,
+        last: int | None,
+    ) -> PassTurn:
         p = {"crawl": crawl, "now": self._now(), "early": early}
         tx.rows("lock_passes", p)
         number, began, now = tx.rows("current_pass", p)[0]
         number, began, now = int(number), float(began), float(now)
         if first(tx.rows("pass_open", p)):
             return PassTurn(open=True, number=number)
+        if last is not None and number >= last:
+            self._finish(tx, crawl, number, began)
+            return PassTurn(number=number, ended=True)
         if every is not None:
             wait = began + every - now
             if wait > 0:
@@ -54,28 +67,38 @@ class SQLPasses(SQLBase):
         # a pass begins: the last one's gone records and figures first (mark_gone looks
         # at a complete pass only)
         self._finish(tx, crawl, number, began)
-        query = "requeue_due" if due or every is None else "requeue_done"
-        requeued = tx.run(query, {**p, "older_than": 0.0})
-        if requeued == 0:  # no done page at all (all failed, say), or none due yet
+        only_due = due or every is None
+        requeued = tx.run("requeue_due" if only_due else "requeue_done", {**p, "older_than": 0})
+        requeued += tx.run("requeue_failed", {**p, "all": not only_due})
+        if requeued == 0:  # nothing done or failed at all, or none due yet
             return PassTurn(wait=every, number=number)
         started = int(first(tx.rows("add_pass", {**p, "requeued": requeued})))
         late = 0.0 if every is None else now - (began + every)
-        return PassTurn(started=Pass(started, requeued), late=late, number=started)
+        overran = False
+        if every is not None:
+            ended = first(tx.rows("pass_ended_at", {**p, "pass": number}))
+            overran = ended is not None and float(ended) > began + every
+        return PassTurn(started=Pass(started, requeued), late=late, number=started, overran=overran)
 
-    def recrawl(self, crawl: str, *, older_than: float = 0.0, due: bool = False) -> Pass:
+    def recrawl(
+        self, crawl: str, *, older_than: float = 0.0, due: bool = False, force: bool = True
+    ) -> Pass:
         """Put the crawl's done URLs finished at least ``older_than`` seconds ago (with
         ``due``: those due for their next visit) back to pending, as pass N + 1, the
         last pass finished first if it is complete. Their pages are fetched again by the
         next crawl run: changed records get a new version, records a page no longer
-        yields are gone."""
+        yields are gone. Without ``force``, nothing is queued while the last pass still
+        has pages pending or leased (``Pass.open``): two passes would run at once."""
 
         def go() -> Pass:
             p = {"crawl": crawl, "now": self._now(), "older_than": older_than, "early": 0.0}
             with self._write() as tx:
                 tx.rows("lock_passes", p)
+                number, began, _ = tx.rows("current_pass", p)[0]
                 if not first(tx.rows("pass_open", p)):
-                    number, began, _ = tx.rows("current_pass", p)[0]
                     self._finish(tx, crawl, int(number), float(began))
+                elif not force:
+                    return Pass(int(number), 0, open=True)
                 n = tx.run("requeue_due" if due else "requeue_done", p)
                 if n == 0:
                     return Pass(0, 0)

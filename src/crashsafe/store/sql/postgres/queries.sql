@@ -299,9 +299,11 @@ WHERE f.crawl = ANY(%(crawl)s::text[]) AND f.origin = ANY(%(origin)s::text[])
 UPDATE frontier f
 SET state = 'failed', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = f.attempts + 1, http_status = u.status, last_error = u.error,
-    done_at = crashsafe_now(u.now)
+    done_at = crashsafe_now(u.now),
+    next_visit_at = crashsafe_now(u.now) + make_interval(secs => coalesce(u.revisit_in, 0))
 FROM unnest(%(status)s::int[], %(error)s::text[], %(now)s::float8[], %(id)s::bigint[],
-            %(grant)s::bigint[]) AS u(status, error, now, id, g)
+            %(grant)s::bigint[], %(revisit_in)s::float8[]) AS u(status, error, now, id, g,
+                                                                revisit_in)
 WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g AND f.state = 'leased';
 
 -- name: put_cookie
@@ -552,6 +554,13 @@ UPDATE frontier
 SET state = 'pending', attempts = 0, next_attempt_at = 'epoch', last_error = NULL
 WHERE crawl = %(crawl)s AND state = 'done'
   AND next_visit_at <= crashsafe_now(%(now)s) + make_interval(secs => %(early)s::float8);
+
+-- name: requeue_failed
+UPDATE frontier
+SET state = 'pending', attempts = 0, next_attempt_at = 'epoch', last_error = NULL
+WHERE crawl = %(crawl)s AND state = 'failed'
+  AND (%(all)s OR coalesce(next_visit_at, 'epoch')
+                  <= crashsafe_now(%(now)s) + make_interval(secs => %(early)s::float8));
 
 -- name: add_pass
 INSERT INTO passes (crawl, pass, started_at, requeued)
@@ -946,8 +955,11 @@ SELECT coalesce(max(pass), 1),
 FROM passes WHERE crawl = %(crawl)s;
 
 -- name: next_visit_at
-SELECT extract(epoch FROM min(next_visit_at))::float8 FROM frontier
-WHERE crawl = %(crawl)s AND state = 'done';
+SELECT extract(epoch FROM min(t))::float8 FROM (
+    SELECT min(next_visit_at) AS t FROM frontier WHERE crawl = %(crawl)s AND state = 'done'
+    UNION ALL
+    SELECT min(coalesce(next_visit_at, 'epoch')) FROM frontier
+    WHERE crawl = %(crawl)s AND state = 'failed') due;
 
 -- name: put_pass_figures
 INSERT INTO pass_figures
@@ -1010,3 +1022,7 @@ WHERE n.nspname = current_schema() AND c.relkind = 'r';
 -- name: store_tables
 SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = current_schema() AND c.relkind = 'r' ORDER BY 1;
+
+-- name: pass_ended_at
+SELECT extract(epoch FROM finished_at)::float8 FROM pass_figures
+WHERE crawl = %(crawl)s AND pass = %(pass)s;

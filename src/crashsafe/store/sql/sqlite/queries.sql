@@ -186,7 +186,8 @@ WHERE crawl = :crawl AND state = 'pending' AND url >= :low AND url < :high;
 -- name: mark_failed
 UPDATE frontier
 SET state = 'failed', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
-    attempts = attempts + 1, http_status = :status, last_error = :error, done_at = :now
+    attempts = attempts + 1, http_status = :status, last_error = :error, done_at = :now,
+    next_visit_at = :now + coalesce(:revisit_in, 0)
 WHERE id = :id AND grant_id = :grant AND state = 'leased';
 
 -- name: put_cookie
@@ -382,6 +383,14 @@ WHERE crawl = :crawl AND state = 'done' AND done_at <= :now - :older_than;
 UPDATE frontier
 SET state = 'pending', attempts = 0, next_attempt_at = 0, last_error = NULL
 WHERE crawl = :crawl AND state = 'done' AND next_visit_at <= :now + :early;
+
+-- name: requeue_failed
+-- A pass of a crawl that keeps running gives its failed pages another chance too: all
+-- of them (--every), or those due (--continuous: after the middle interval).
+UPDATE frontier
+SET state = 'pending', attempts = 0, next_attempt_at = 0, last_error = NULL
+WHERE crawl = :crawl AND state = 'failed'
+  AND (:all OR coalesce(next_visit_at, 0) <= :now + :early);
 
 -- name: add_pass
 INSERT INTO passes (crawl, pass, started_at, requeued)
@@ -736,8 +745,12 @@ SELECT coalesce(max(pass), 1),
 FROM passes WHERE crawl = :crawl;
 
 -- name: next_visit_at
--- The earliest next visit of a done page (NULL: none is done).
-SELECT min(next_visit_at) FROM frontier WHERE crawl = :crawl AND state = 'done';
+-- The earliest next visit of a done or failed page (NULL: none is).
+SELECT min(t) FROM (
+    SELECT min(next_visit_at) AS t FROM frontier WHERE crawl = :crawl AND state = 'done'
+    UNION ALL
+    SELECT min(coalesce(next_visit_at, 0)) FROM frontier
+    WHERE crawl = :crawl AND state = 'failed');
 
 -- name: put_pass_figures
 -- The pass's fetches (its done pages with a status), and the records changed since it
@@ -786,3 +799,6 @@ WHERE id > :after AND id <= :upto AND crawl = :crawl AND at < :now - :older_than
   AND NOT EXISTS (SELECT 1 FROM deliveries d
                   WHERE d.event = outbox.id
                     AND d.endpoint IN (SELECT id FROM endpoints WHERE crawl = :crawl));
+
+-- name: pass_ended_at
+SELECT finished_at FROM pass_figures WHERE crawl = :crawl AND pass = :pass;
