@@ -20,6 +20,8 @@ def load_queries(dialect: str) -> dict[str, str]:
             if name:
                 queries[name] = "\n".join(lines).strip()
             name, lines = line.removeprefix("-- name:").strip(), []
+            if name in queries:  # a second one would replace the first without a word
+                raise ValueError(f"{dialect}/queries.sql names two queries {name!r}")
         elif name and not line.startswith("--"):
             lines.append(line)
     if name:

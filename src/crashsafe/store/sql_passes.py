@@ -69,7 +69,7 @@ class SQLPasses(SQLBase):
         self._finish(tx, crawl, number, began)
         only_due = due or every is None
         requeued = tx.run("requeue_due" if only_due else "requeue_done", {**p, "older_than": 0})
-        requeued += tx.run("requeue_failed", {**p, "all": not only_due})
+        requeued += tx.run("requeue_failed_pages", {**p, "all": not only_due})
         if requeued == 0:  # nothing done or failed at all, or none due yet
             return PassTurn(wait=every, number=number)
         started = int(first(tx.rows("add_pass", {**p, "requeued": requeued})))

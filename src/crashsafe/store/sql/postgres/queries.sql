@@ -555,7 +555,7 @@ SET state = 'pending', attempts = 0, next_attempt_at = 'epoch', last_error = NUL
 WHERE crawl = %(crawl)s AND state = 'done'
   AND next_visit_at <= crashsafe_now(%(now)s) + make_interval(secs => %(early)s::float8);
 
--- name: requeue_failed
+-- name: requeue_failed_pages
 UPDATE frontier
 SET state = 'pending', attempts = 0, next_attempt_at = 'epoch', last_error = NULL
 WHERE crawl = %(crawl)s AND state = 'failed'

@@ -384,7 +384,7 @@ UPDATE frontier
 SET state = 'pending', attempts = 0, next_attempt_at = 0, last_error = NULL
 WHERE crawl = :crawl AND state = 'done' AND next_visit_at <= :now + :early;
 
--- name: requeue_failed
+-- name: requeue_failed_pages
 -- A pass of a crawl that keeps running gives its failed pages another chance too: all
 -- of them (--every), or those due (--continuous: after the middle interval).
 UPDATE frontier
