@@ -60,3 +60,14 @@ def print_table(results: dict[str, list[Measurement]], pages: int) -> None:
         cpu = median([m.cpu for m in ms]) / pages * 1000
         rss = median([m.peak_rss_mb for m in ms])
         print(f"{name:<{width}} {rate:>9,.0f} {cpu:>15.2f} {rss:>12.0f} {rate / ref_rate:>19.2f}x")
+
+
+class ManualClock:
+    """Seconds since the epoch, moved on by hand (``clock.now += 86400``): a store on it
+    lives through simulated days."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now

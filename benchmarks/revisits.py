@@ -34,6 +34,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from _harness import ManualClock  # noqa: E402
+
 from crashsafe import aio, open_store  # noqa: E402
 from crashsafe.crawl.engine import Crawler  # noqa: E402
 from crashsafe.demo.process import ShopProcess, free_port  # noqa: E402
@@ -43,14 +45,6 @@ from crashsafe.durations import seconds  # noqa: E402
 from crashsafe.store import Store  # noqa: E402
 
 DAY = 86400.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def get(url: str) -> Any:
@@ -99,7 +93,7 @@ def main() -> None:
                 "revisit_max": seconds(args.revisit_max) or 30 * DAY}  # fmt: skip
     options = ShopOptions(listings=max(1, args.products // 20), per_listing=20, pager=10)
     port = free_port()
-    clock = Clock()
+    clock = ManualClock()
     folder = Path(tempfile.mkdtemp(prefix="crashsafe-revisits-"))
     stores = {name: open_store(f"sqlite:///{folder / name}.db", clock=clock, create=True)
               for name in ("due", "full")}  # fmt: skip

@@ -29,19 +29,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from _harness import ManualClock  # noqa: E402
+
 from crashsafe.store import NewUrl, PageOutcome, RecordRow, Store, open_store  # noqa: E402
 
 CRAWL = "bench"
 HOOK = "http://127.0.0.1:9/hook"
 DAY = 86400.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def page_records(page: int, per_page: int, drop: int = 0) -> list[RecordRow]:
@@ -87,7 +81,7 @@ def deliver_all(url: str) -> None:
 
 
 def one(url: str, records: int, per_page: int, pass_pages: int) -> dict[str, float]:
-    clock = Clock()
+    clock = ManualClock()
     store = open_store(url, clock=clock, create=True)
     try:
         pages = records // per_page

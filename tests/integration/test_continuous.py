@@ -309,7 +309,9 @@ def test_a_waiting_worker_joins_a_pass_begun_elsewhere_with_its_validators(
                 "--continuous", "--passes", "2", "-s", "revisit_min=1h"]  # fmt: skip
         with reaped(start_cli(*args)) as worker:
             assert worker.stderr is not None
-            wait_for_line(worker.stderr, "pass 1: 3 pages fetched", timeout=60)
+            # pass 1 ended, and what it waits for is said (every page due in an hour)
+            seen = wait_for_line(worker.stderr, "changing: pass 2 begins when it is due", 60)
+            assert "pass 1: 3 pages fetched" in seen
             begun = run_cli("recrawl", "--db", db_url)  # pass 2, begun by someone else
             assert begun.returncode == 0, begun.stderr
             _, err = worker.communicate(timeout=60)

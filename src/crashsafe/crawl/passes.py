@@ -13,6 +13,7 @@ says how late it is.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -99,7 +100,7 @@ class PassKeeper:
         self._call, self._store, self.crawl = call, store, crawl
         self._noted = 0  # the last pass whose end this worker logged (or ended before it)
         self._last: int | None = None  # the last pass this run takes part in (--passes)
-        self._started = False
+        self._announced = 0  # the last pass after which this worker said what it waits for
 
     async def start(self) -> None:
         """Before the first page: the passes that ended before this run don't count (a
@@ -108,14 +109,11 @@ class PassKeeper:
         self._noted = turn.number - 1 if turn.open else turn.number
         if self.schedule.passes is not None:
             self._last = self._noted + self.schedule.passes
-        self._started = True
 
     async def after_pass(self) -> float | None:
         """Called when nothing of the crawl is pending or leased. Returns None when the
         run has had its passes (stop), 0 when a pass is open (lease again), else the
         seconds to wait before looking again."""
-        if not self._started:
-            await self.start()
         s = self.schedule
         turn: PassTurn = await self._call(
             self._store.begin_pass, self.crawl, every=s.every, due=s.continuous,
@@ -142,6 +140,16 @@ class PassKeeper:
                 self.crawl, turn.started.number, turn.started.requeued, late,
             )  # fmt: skip
             return 0.0
+        if turn.number > self._announced:  # a wait, said once a pass (not every look)
+            self._announced = turn.number
+            if turn.wait is None:
+                logger.info("%s: no page will be due; waiting for pages to crawl", self.crawl)
+            else:
+                when = time.strftime("%H:%M:%S UTC", time.gmtime(time.time() + turn.wait))
+                logger.info(
+                    "%s: pass %d begins when it is due, in %s (%s)",
+                    self.crawl, turn.number + 1, _duration(turn.wait), when,
+                )  # fmt: skip
         return PASS_POLL if turn.wait is None else min(max(turn.wait, 0.0), PASS_POLL)
 
     async def _log_end(self, number: int) -> None:
