@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import pytest
+
 from crashsafe.store import NewUrl, PageOutcome, RecordRow, Store
 from tests.clock import ManualClock
 
@@ -132,31 +134,106 @@ def test_two_workers_never_begin_two_passes(
     assert all(t.open for t in turns if t.started is None)  # the others join it
 
 
-def test_a_record_another_page_dropped_comes_back_when_a_page_that_lists_it_is_unchanged(
+P, Q = "http://a/p", "http://a/q"
+
+
+def visit(
+    store: Store,
+    clock: ManualClock,
+    groups: list[list[tuple[str, list[RecordRow], dict]]],
+    after: dict[str, float],
+) -> None:
+    """Begin the pass of the pages due (none if this is the first crawl), commit them in
+    ``groups`` of (url, records, other PageOutcome fields), and end the pass; each page
+    comes back ``after[url]`` hours on."""
+    store.begin_pass(C)
+    owner = store.register_worker()
+    leased = {x.url: x for x in store.lease(C, owner, 100, 60)}
+    assert sorted(leased) == sorted(url for group in groups for url, _, _ in group)
+    for group in groups:
+        outcomes = [PageOutcome(leased[url], "done", extra.pop("status", 200), records=records,
+                                revisit_in=after[url] * HOUR, **extra)
+                    for url, records, extra in group]  # fmt: skip
+        assert store.commit_pages(C, outcomes) == [None] * len(outcomes)
+    store.finish_pass(C)
+
+
+def record_x(store: Store) -> tuple[int, float | None]:
+    [x] = store.iter_records(C, since=0.0)  # (a feed: gone records too)
+    return x.version, x.gone_at
+
+
+@pytest.mark.parametrize("one_group", [True, False], ids=["one group", "two groups"])
+@pytest.mark.parametrize("first", [P, Q], ids=["p drops it first", "q drops it first"])
+def test_a_record_two_pages_list_is_gone_only_when_neither_does(
+    store: Store, clock: ManualClock, one_group: bool, first: str
+) -> None:
+    """x is on /p and /q. A pass that fetches only one of them, which dropped it, leaves
+    it (the other lists it still: a continuous crawl's pass fetches the pages due, not
+    all); the pass that fetches the other, which dropped it too, marks it gone."""
+    second = Q if first == P else P
+    store.enqueue(C, [NewUrl(P), NewUrl(Q)])
+    x = rec("x", "1")
+    both = [(P, [x], {}), (Q, [x], {})]
+    after = {first: 1, second: 2}
+    visit(store, clock, [both] if one_group else [[both[0]], [both[1]]], after)
+    clock.advance(HOUR)
+    visit(store, clock, [[(first, [], {})]], {first: 100})
+    assert record_x(store) == (1, None)  # /the other still lists it
+    clock.advance(HOUR)
+    visit(store, clock, [[(second, [], {})]], {second: 100})
+    version, gone_at = record_x(store)
+    assert version == 2 and gone_at is not None
+
+
+@pytest.mark.parametrize("order", ["304 first", "304 last"])
+def test_a_record_a_page_keeps_unchanged_is_not_gone_when_another_drops_it(
+    store: Store, clock: ManualClock, order: str
+) -> None:
+    """x is on /p and /q; /q answers 304 (it still lists x) in the pass where /p drops
+    it: x stays, as it is. When /q drops it later, it is gone."""
+    store.enqueue(C, [NewUrl(P), NewUrl(Q)])
+    x = rec("x", "1")
+    visit(store, clock, [[(Q, [x], {}), (P, [x], {})]], {P: 1, Q: 1})  # /p's last
+    clock.advance(HOUR)
+    kept = (Q, [], {"revisit": "not-modified", "kept": ["id-x"]})
+    dropped = (P, [], {})
+    groups = [[kept], [dropped]] if order == "304 first" else [[dropped], [kept]]
+    visit(store, clock, groups, {P: 100, Q: 1})
+    assert record_x(store) == (1, None)
+    clock.advance(HOUR)
+    visit(store, clock, [[(Q, [], {})]], {Q: 100})
+    version, gone_at = record_x(store)
+    assert version == 2 and gone_at is not None
+
+
+def test_a_record_that_moves_to_another_page_is_not_gone_and_goes_with_it(
     store: Store, clock: ManualClock
 ) -> None:
-    """x is on /p and /q. A pass that fetches /q alone, which no longer lists it, marks
-    it gone (nothing else of it was fetched); /p answering 304 (it still lists x) brings
-    it back as a new version."""
-    store.enqueue(C, [NewUrl("http://a/p"), NewUrl("http://a/q")])
-    x = rec("x", "1")
-    pages = {"http://a/p": (10 * HOUR, [x], {}), "http://a/q": (HOUR, [x], {})}
-    crawl_all(store, pages)
+    """x moves from /p to /q within a pass (no new version); /p's page, now 404, then
+    says nothing of it; /q dropping it makes it gone. Three pages list y: each that
+    drops it, or answers 404, leaves it to the others until none lists it."""
+    r = "http://a/r"
+    store.enqueue(C, [NewUrl(P), NewUrl(Q), NewUrl(r)])
+    x, y = rec("x", "1"), rec("y", "1")
+    visit(store, clock, [[(P, [x, y], {}), (Q, [y], {}), (r, [y], {})]], {P: 1, Q: 1, r: 4})
     clock.advance(HOUR)
-    assert store.begin_pass(C).started.requeued == 1  # /q
-    pages["http://a/q"] = (HOUR, [], {})
-    assert crawl_all(store, pages) == ["http://a/q"]
-    store.finish_pass(C)
-    [gone] = store.iter_records(C, since=0.0)  # (a feed: gone records too)
-    assert gone.gone_at is not None and gone.version == 2
-    clock.advance(10 * HOUR)
-    store.begin_pass(C)
-    pages["http://a/p"] = (HOUR, [], {"revisit": "not-modified", "kept": ["id-x"]})
-    pages["http://a/q"] = (HOUR, [], {})
-    crawl_all(store, pages)
-    store.finish_pass(C)
-    [back] = store.iter_records(C, since=0.0)
-    assert back.gone_at is None and back.version == 3 and back.data == {"price": "1"}
+    visit(store, clock, [[(P, [], {})], [(Q, [x, y], {})]], {P: 1, Q: 2})
+    [xr, yr] = store.iter_records(C, since=0.0)
+    assert (xr.version, xr.gone_at, yr.version, yr.gone_at) == (1, None, 1, None)
+    clock.advance(HOUR)
+    visit(store, clock, [[(P, [], {"status": 404})]], {P: 100})
+    [xr, yr] = store.iter_records(C, since=0.0)
+    assert (xr.gone_at, yr.gone_at) == (None, None)
+    clock.advance(HOUR)
+    visit(store, clock, [[(Q, [], {})]], {Q: 100})
+    [xr, yr] = store.iter_records(C, since=0.0)
+    assert xr.version == 2 and xr.gone_at is not None
+    assert (yr.version, yr.gone_at) == (1, None)  # /r lists it still
+    clock.advance(HOUR)
+    visit(store, clock, [[(r, [], {"status": 404})]], {r: 100})
+    [_, yr] = store.iter_records(C, since=0.0)
+    assert yr.version == 2 and yr.gone_at is not None
 
 
 def test_failed_pages_get_another_chance_in_the_next_pass(store: Store, clock: ManualClock) -> None:

@@ -24,7 +24,7 @@ from crashsafe.demo.server import AppThread
 from tests.clock import ManualClock
 from tests.helpers import reaped, run_cli, start_cli, wait_for_line
 from tests.spiders import changing
-from tests.spiders.changing import Mapped, Pages
+from tests.spiders.changing import Listed, Mapped, Pages
 
 SPIDER = f"{changing.__file__}:Pages"
 
@@ -194,6 +194,8 @@ class Sitemap:
     def __init__(self) -> None:
         self.b_changed = "2020-01-01"
         self.hits: Counter[str] = Counter()
+        self.bodies = {"/a": "<html><b>x</b></html>", "/b": "<html><b>x</b></html>"}
+        self.freq = {"/a": "hourly", "/b": "yearly"}
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -208,12 +210,12 @@ class Sitemap:
             base = f"http://{request.host}"
             xml = (
                 '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-                f"<url><loc>{base}/a</loc><changefreq>hourly</changefreq></url>"
-                f"<url><loc>{base}/b</loc><changefreq>yearly</changefreq>"
+                f"<url><loc>{base}/a</loc><changefreq>{self.freq['/a']}</changefreq></url>"
+                f"<url><loc>{base}/b</loc><changefreq>{self.freq['/b']}</changefreq>"
                 f"<lastmod>{self.b_changed}</lastmod></url></urlset>"
             )
             return web.Response(text=xml, content_type="application/xml")
-        return web.Response(text="<html><b>x</b></html>", content_type="text/html")
+        return web.Response(text=self.bodies[request.path], content_type="text/html")
 
 
 def test_a_sitemaps_changefreq_is_the_first_guess_and_a_newer_lastmod_makes_a_page_due(
@@ -245,6 +247,44 @@ def test_a_sitemaps_changefreq_is_the_first_guess_and_a_newer_lastmod_makes_a_pa
             assert store.recrawl("mapped", due=True).requeued == 1
             run()
             assert site.hits["/b"] == 2
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("often", ["/a", "/b"])
+def test_a_record_two_pages_list_stays_while_a_pass_fetches_only_the_one_that_dropped_it(
+    any_db_url: str, often: str
+) -> None:
+    """x is on /a and /b, one of them hourly, the other yearly (the page that yielded x
+    last, /b, is either). The pass an hour on fetches the hourly one alone, which dropped
+    x: x stays (the other lists it). Once the other is fetched and has dropped it too, it
+    is gone."""
+    site = Sitemap()
+    rarely = "/a" if often == "/b" else "/b"
+    site.freq = {often: "hourly", rarely: "yearly"}
+    clock = ManualClock()
+    store = open_store(any_db_url, clock=clock, create=True)
+    spider = Listed()
+
+    def run() -> list[tuple[str, int, float | None]]:
+        crawler = Crawler(spider, store, store_process=False, handle_signals=False)
+        assert not aio.run(crawler.run()).interrupted
+        return [(r.key, r.version, r.gone_at) for r in store.iter_records("listed", since=0)]
+
+    try:
+        with AppThread(site.app()) as served:
+            spider.sitemap_urls = [f"{served.url}/sitemap.xml"]
+            assert run() == [("x", 1, None)]
+            clock.advance(3600)
+            site.bodies[often] = "<html>sold out</html>"
+            assert store.recrawl("listed", due=True).requeued == 2  # the sitemap and one
+            assert run() == [("x", 1, None)]
+            assert site.hits == {"/sitemap.xml": 2, often: 2, rarely: 1}
+            site.bodies[rarely] = "<html>sold out</html>"
+            clock.advance(Listed.revisit_max)  # every page due
+            store.recrawl("listed", due=True)
+            [(_, version, gone_at)] = run()
+            assert site.hits[rarely] == 2 and version == 2 and gone_at is not None
     finally:
         store.close()
 

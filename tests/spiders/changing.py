@@ -29,3 +29,14 @@ class Mapped(Spider):
 
     def parse(self, page: Page) -> Iterator[Any]:
         yield Record(page.url, {"b": page.css("b::text").get()})
+
+
+class Listed(Mapped):
+    """Crawls what a sitemap lists; a record for each name in bold, on any page."""
+
+    name = "listed"
+    concurrency = 1  # /a, then /b: /b yields a record last
+
+    def parse(self, page: Page) -> Iterator[Any]:
+        for name in page.css("b::text").getall():
+            yield Record(name, {"name": name})

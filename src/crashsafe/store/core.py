@@ -55,6 +55,20 @@ _by_id = operator.itemgetter("id")
 _by_url = operator.itemgetter("url")
 _by_sha = operator.itemgetter("sha256")
 
+#: a page done with one of these says nothing of its records: no status (not fetched:
+#: robots.txt), or a temporary redirect not followed (the end of a pass skips them too)
+_SAYS_NOTHING = frozenset({None, 302, 303, 307})
+
+
+def _one_per_record(rows: list[dict[str, Any]], also: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` by record id, one per record (the last), in id order; the other pages of
+    the group that gave a record go to ``also``."""
+    last = {r["id"]: r for r in rows}
+    if len(last) < len(rows):
+        also += [{"crawl": r["crawl"], "id": r["id"], "page": r["page"]}
+                 for r in rows if last[r["id"]] is not r]  # fmt: skip
+    return sorted(last.values(), key=_by_id)
+
 
 #: Scans a claim makes at most past URLs of paused origins before it gives up for now.
 PAUSED_SCANS = 8
@@ -222,6 +236,7 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
         rendered: dict[str, list[int]] = {}
         touched: list[dict[str, Any]] = []
         changed: list[dict[str, Any]] = []  # sitemap <lastmod>s: due at once if newer
+        listed: list[PageOutcome] = []  # pages whose records are what they yield now
         stale: list[bool] = []
         for p in pages:
             fid, grant = p.lease.frontier_id, p.lease.grant_id
@@ -241,6 +256,8 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
                              "now": now} for u in p.links if u.changed_at is not None]  # fmt: skip
                 touched += [{"crawl": crawl, "id": rid, "page": fid, "now": now}
                             for rid in p.kept]  # fmt: skip
+                if p.revisit is None and p.http_status not in _SAYS_NOTHING:
+                    listed.append(p)
                 records += [
                     {"crawl": crawl, "id": r.id, "source": r.source, "key": r.key,
                      "key_json": r.key_json, "is_item": r.is_item, "url": r.url,
@@ -279,14 +296,23 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
         # Rows other workers may write too (a record on two pages, a link found twice)
         # go in one order everywhere, so two group commits never wait on each other in
         # a circle (PostgreSQL would abort one as a deadlock).
+        also: list[dict[str, Any]] = []  # a page of the group that lists a record too
         if records:
             # One row per record: a record two pages of the group yield is written as
             # the later page has it (one statement cannot write a row twice).
-            records = sorted({r["id"]: r for r in records}.values(), key=_by_id)
+            records = _one_per_record(records, also)
             tx.many("upsert_record", records)
         if touched:  # (after the records: one of them may be written by this group too)
-            touched.sort(key=_by_id)
+            touched = _one_per_record(touched, also)
             tx.many("yield_again", touched)
+        if also:
+            tx.many("note_listing", sorted(also, key=_by_id))
+        if listed and self._lists_shared(tx, crawl):
+            # A record on several pages is gone only when none lists it (schema 0013).
+            dropped = [{"crawl": crawl, "page": p.lease.frontier_id,
+                        "ids": json.dumps([r.id for r in p.records])} for p in listed]  # fmt: skip
+            tx.many("unlist_dropped", dropped)
+            tx.many("hand_over", dropped)
         if files:
             tx.many("put_file", sorted({f["sha256"]: f for f in files}.values(), key=_by_sha))
         if links:
@@ -377,6 +403,13 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
     def tend_wal(self, *, at_least: int | None = None) -> WalState | None:
         """SQLite checkpoints and truncates its WAL (``sqlite.py``); nothing to do here."""
         return None
+
+    def _lists_shared(self, tx: Tx, crawl: str) -> bool:
+        """Whether a record of ``crawl`` may be listed by pages besides its own (rows in
+        record_pages, as this transaction sees them): only then can a page parsed again
+        hand a record it dropped to another. PostgreSQL's statements ask it themselves
+        (a read here would wait for the pipeline)."""
+        return bool(tx.rows("has_record_pages", {"crawl": crawl}))
 
     def _page_fault(self, exc: Exception) -> bool:
         """Whether ``exc`` may be one page's fault (a value the database refuses), so the

@@ -368,6 +368,9 @@ class PostgresStore(SQLStore):
             with self._write() as tx:
                 tx.rows("lock_worker", {"space": self._space, "id": self._worker_id})
 
+    def _lists_shared(self, tx: Tx, crawl: str) -> bool:
+        return True  # hand_over asks in the statement; unlist_dropped reads one index entry
+
     def _page_fault(self, exc: Exception) -> bool:
         # A lost connection, a deadlock: the whole call runs again (``_run``).
         return not isinstance(exc, psycopg.OperationalError) and not self._connection_lost()

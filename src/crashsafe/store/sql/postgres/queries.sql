@@ -914,6 +914,43 @@ FROM unnest(%(crawl)s::text[], %(id)s::text[], %(page)s::bigint[], %(now)s::floa
      AS u(crawl, id, page, now)
 WHERE r.crawl = u.crawl AND r.id = u.id;
 
+-- name: note_listing
+-- many (SQLite's query says why).
+INSERT INTO record_pages (crawl, record, page)
+SELECT u.crawl, u.id, u.page
+FROM unnest(%(crawl)s::text[], %(id)s::text[], %(page)s::bigint[]) AS u(crawl, id, page)
+WHERE u.page IS DISTINCT FROM (SELECT page FROM records r
+                               WHERE r.crawl = u.crawl AND r.id = u.id)
+ON CONFLICT DO NOTHING;
+
+-- name: unlist_dropped
+-- many: each page parsed again with the ids it yielded (a JSON array). Nothing to do,
+-- and nothing read but one index entry, while no record of the crawl is on two pages.
+DELETE FROM record_pages rp
+USING unnest(%(crawl)s::text[], %(page)s::bigint[], %(ids)s::text[]) AS u(crawl, page, ids)
+WHERE rp.page = u.page
+  AND NOT rp.record = ANY (ARRAY(SELECT json_array_elements_text(u.ids::json)));
+
+-- name: hand_over
+-- many (SQLite's query says more), the records locked in id order as everywhere.
+WITH dropped AS (
+    SELECT r.crawl, r.id,
+           (SELECT min(rp.page) FROM record_pages rp
+            WHERE rp.crawl = r.crawl AND rp.record = r.id) AS to_page
+    FROM unnest(%(crawl)s::text[], %(page)s::bigint[], %(ids)s::text[]) AS u(crawl, page, ids)
+    JOIN records r ON r.page = u.page
+    WHERE EXISTS (SELECT 1 FROM record_pages WHERE crawl = (%(crawl)s::text[])[1])
+      AND r.gone_at IS NULL
+      AND NOT r.id = ANY (ARRAY(SELECT json_array_elements_text(u.ids::json)))
+    ORDER BY r.crawl, r.id
+    FOR UPDATE OF r
+)
+UPDATE records r
+SET page = d.to_page,
+    seen_pass = coalesce((SELECT done_pass FROM frontier WHERE id = d.to_page), r.seen_pass)
+FROM dropped d
+WHERE r.crawl = d.crawl AND r.id = d.id AND d.to_page IS NOT NULL;
+
 -- name: page_validators
 SELECT id, validators FROM frontier
 WHERE id = ANY(%(ids)s::bigint[]) AND validators IS NOT NULL;

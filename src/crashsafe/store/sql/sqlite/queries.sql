@@ -708,6 +708,38 @@ SET page = :page,
     last_changed = CASE WHEN gone_at IS NULL THEN last_changed ELSE :now END
 WHERE crawl = :crawl AND id = :id;
 
+-- name: note_listing
+-- A record two pages of one commit group yielded is written once, as the later page has
+-- it (one statement cannot write a row twice): the other page lists it too (0013).
+INSERT OR IGNORE INTO record_pages (crawl, record, page)
+SELECT :crawl, :id, :page
+WHERE :page IS NOT (SELECT page FROM records WHERE crawl = :crawl AND id = :id);
+
+-- name: has_record_pages
+SELECT 1 FROM record_pages WHERE crawl = :crawl LIMIT 1;
+
+-- name: unlist_dropped
+-- A page parsed again (or now 404/410, or a permanent redirect): the records it no
+-- longer yields are no longer listed by it.
+DELETE FROM record_pages
+WHERE page = :page AND record NOT IN (SELECT value FROM json_each(:ids));
+
+-- name: hand_over
+-- Records a page parsed again no longer yields, that another page still lists: handed to
+-- that page, as seen in its last parse (the end of a pass marks gone only the records
+-- their page dropped; records_page_moved unnotes the page they go to).
+UPDATE records
+SET page = (SELECT min(rp.page) FROM record_pages rp
+            WHERE rp.crawl = records.crawl AND rp.record = records.id),
+    seen_pass = coalesce((SELECT f.done_pass FROM frontier f
+                          WHERE f.id = (SELECT min(rp.page) FROM record_pages rp
+                                        WHERE rp.crawl = records.crawl
+                                          AND rp.record = records.id)), seen_pass)
+WHERE page = :page AND gone_at IS NULL  -- (no "crawl =": a page is one crawl's)
+  AND id NOT IN (SELECT value FROM json_each(:ids))
+  AND EXISTS (SELECT 1 FROM record_pages rp
+              WHERE rp.crawl = records.crawl AND rp.record = records.id);
+
 -- name: page_validators
 SELECT id, validators FROM frontier
 WHERE id IN (SELECT value FROM json_each(:ids)) AND validators IS NOT NULL;
