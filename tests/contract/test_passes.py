@@ -186,6 +186,20 @@ def test_a_record_two_pages_list_is_gone_only_when_neither_does(
     assert version == 2 and gone_at is not None
 
 
+def test_a_lease_says_whether_its_url_was_done_before(store: Store, clock: ManualClock) -> None:
+    """Only a page done before can have dropped records: the commit looks for them then."""
+    store.enqueue(C, [NewUrl(P)])
+    owner = store.register_worker()
+    [first] = store.lease(C, owner, 10, 60)
+    assert not first.seen
+    store.commit_pages(C, [PageOutcome(first, "done", 200, revisit_in=HOUR)])
+    clock.advance(HOUR)
+    assert store.begin_pass(C).started.requeued == 1
+    store.enqueue(C, [NewUrl(Q)])  # a link found in the pass
+    leases = {x.url: x.seen for x in store.lease(C, owner, 10, 60)}
+    assert leases == {P: True, Q: False}
+
+
 @pytest.mark.parametrize("order", ["304 first", "304 last"])
 def test_a_record_a_page_keeps_unchanged_is_not_gone_when_another_drops_it(
     store: Store, clock: ManualClock, order: str

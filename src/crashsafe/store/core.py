@@ -142,8 +142,8 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
                     rows = self._claim_politely(tx, p, politeness or Politeness(), paused=True)
         rows.sort(key=lambda r: (-r[5], r[0]))  # RETURNING does not keep the order
         return [
-            Lease(fid, url, depth, n, cb, grant, request, jar or 0)
-            for fid, url, depth, n, cb, _, request, grant, jar in rows
+            Lease(fid, url, depth, n, cb, grant, request, jar or 0, bool(seen))
+            for fid, url, depth, n, cb, _, request, grant, jar, seen in rows
         ]
 
     def _claim_politely(
@@ -256,8 +256,8 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
                              "now": now} for u in p.links if u.changed_at is not None]  # fmt: skip
                 touched += [{"crawl": crawl, "id": rid, "page": fid, "now": now}
                             for rid in p.kept]  # fmt: skip
-                if p.revisit is None and p.http_status not in _SAYS_NOTHING:
-                    listed.append(p)
+                if p.lease.seen and p.revisit is None and p.http_status not in _SAYS_NOTHING:
+                    listed.append(p)  # parsed again: it may have dropped records
                 records += [
                     {"crawl": crawl, "id": r.id, "source": r.source, "key": r.key,
                      "key_json": r.key_json, "is_item": r.is_item, "url": r.url,

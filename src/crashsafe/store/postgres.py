@@ -369,7 +369,7 @@ class PostgresStore(SQLStore):
                 tx.rows("lock_worker", {"space": self._space, "id": self._worker_id})
 
     def _lists_shared(self, tx: Tx, crawl: str) -> bool:
-        return True  # hand_over asks in the statement; unlist_dropped reads one index entry
+        return True  # the statements ask it (a one-time filter)
 
     def _page_fault(self, exc: Exception) -> bool:
         # A lost connection, a deadlock: the whole call runs again (``_run``).

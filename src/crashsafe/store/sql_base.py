@@ -18,8 +18,8 @@ from typing import Any, Protocol, TypeVar
 T = TypeVar("T")
 Params = Mapping[str, Any]
 #: A claimed row: frontier id, url, depth, attempts, callback, priority, request, grant id,
-#: the crawl's cookie jar version (None: no cookie stored yet).
-Claimed = tuple[int, str, int, int, str | None, int, str | None, int, int | None]
+#: the crawl's cookie jar version (None: no cookie stored yet), whether it was done before.
+Claimed = tuple[int, str, int, int, str | None, int, str | None, int, int | None, bool]
 
 
 class Tx(Protocol):

@@ -53,7 +53,7 @@ SET state = 'leased', lease_owner = %(owner)s, grant_id = g.id,
 FROM granted g
 WHERE f.id = ANY((SELECT ids FROM picked)::bigint[]) AND f.id = g.frontier_id
 RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, f.request, g.id,
-          (SELECT version FROM cookie_jars WHERE crawl = %(crawl)s);
+          (SELECT version FROM cookie_jars WHERE crawl = %(crawl)s), f.done_at IS NOT NULL;
 
 -- name: claim_after
 -- claim_due for a worker that knows where it stopped (store/postgres_cursors.py): in each
@@ -104,7 +104,7 @@ SET state = 'leased', lease_owner = %(owner)s, grant_id = g.id,
 FROM granted g
 WHERE f.id = ANY(%(ids)s::bigint[]) AND f.id = g.frontier_id
 RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, f.request, g.id,
-          (SELECT version FROM cookie_jars WHERE crawl = %(crawl)s);
+          (SELECT version FROM cookie_jars WHERE crawl = %(crawl)s), f.done_at IS NOT NULL;
 
 -- name: claim_candidates
 -- What a polite claim chooses from (store/hosts.py): due URLs in the order they are due.
@@ -924,11 +924,12 @@ WHERE u.page IS DISTINCT FROM (SELECT page FROM records r
 ON CONFLICT DO NOTHING;
 
 -- name: unlist_dropped
--- many: each page parsed again with the ids it yielded (a JSON array). Nothing to do,
--- and nothing read but one index entry, while no record of the crawl is on two pages.
+-- many: each page parsed again with the ids it yielded (a JSON array). Nothing read but
+-- one index entry while no record of the crawl is on two pages.
 DELETE FROM record_pages rp
 USING unnest(%(crawl)s::text[], %(page)s::bigint[], %(ids)s::text[]) AS u(crawl, page, ids)
-WHERE rp.page = u.page
+WHERE EXISTS (SELECT 1 FROM record_pages WHERE crawl = (%(crawl)s::text[])[1])
+  AND rp.page = u.page
   AND NOT rp.record = ANY (ARRAY(SELECT json_array_elements_text(u.ids::json)));
 
 -- name: hand_over
