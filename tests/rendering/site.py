@@ -68,6 +68,19 @@ MORE = """<html><body><ul id="items"><li>a</li><li>b</li></ul>
 <a href="/after">after</a></body></html>"""
 
 
+# A page whose load event waits for an image the server sends after ``slow`` seconds.
+SLOW = """<html><body><span class="price">{n}.75</span><img src="/img/slow?n={n}"></body></html>"""
+
+# A page whose script sets a cookie of its own name, then waits (as SLOW) for its load.
+JAR = """<html><body><script>document.cookie = '{name}=set-by-{name}; path=/';</script>
+<span class="price">{name}</span><img src="/img/slow?n=jar-{name}"></body></html>"""
+
+GIF = (
+    b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01"
+    b"\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"
+)
+
+
 class TcpCanary:
     """A bare TCP listener on 127.0.0.2 counting every connection made to it, bytes or
     none (a connect alone is enough to probe an internal port)."""
@@ -111,6 +124,8 @@ class JsSite:
         self.canary = ""
         self.held = threading.Event()  # set: /api/held waits
         self.held_asked = threading.Event()
+        self.slow = 0.0  # seconds /img/slow takes
+        self.images: Counter[str] = Counter()  # /img/slow requests by ?n=
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -161,6 +176,15 @@ class JsSite:
             while self.held.is_set():
                 await asyncio.sleep(0.05)
             return web.Response(text="9.99")
+        if path.startswith("/slow/"):
+            return self._html(SLOW.format(n=path.rsplit("/", 1)[1]))
+        if path.startswith("/jar/"):
+            return self._html(JAR.format(name=path.rsplit("/", 1)[1]))
+        if path == "/img/slow":
+            self.images[request.query.get("n", "")] += 1
+            await asyncio.sleep(self.slow)
+            return web.Response(body=GIF, content_type="image/gif",
+                                headers={"Cache-Control": "no-store"})  # fmt: skip
         if path == "/more":
             return self._html(MORE)
         if path == "/frames":  # a frame robots.txt allows, one it does not

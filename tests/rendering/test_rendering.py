@@ -220,6 +220,40 @@ def test_a_page_whose_script_never_settles_is_cut_at_its_budget(
     no_browser_left()
 
 
+def test_a_pages_render_budget_starts_when_a_browser_page_is_free_for_it(
+    site: tuple[JsSite, str], store: Store, chromium: str
+) -> None:
+    """One browser page, two pages that each take 3.5 s to load (an image: not blocked
+    here), a 6 s budget: the second
+    waits for the first (3.5 s), then renders in its own 3.5 s. Counted from the wait it
+    would overrun, and its image would be asked for again by the retry."""
+    app, url = site
+    app.slow = 3.5
+    run_crawl(Prices(), store, f"{url}/links?to=/slow/1&to=/slow/2", render=True,
+              render_timeout=6.0, browser_concurrency=1, browser_block=(),
+              browser_executable=chromium)  # fmt: skip
+    assert store.failed("prices") == []
+    assert app.images == Counter({"1": 1, "2": 1})  # each rendered once, no retry
+    records = {r.key: r.data for r in store.iter_records("prices")}
+    assert records == {"1": {"price": "1.75"}, "2": {"price": "2.75"}}
+    no_browser_left()
+
+
+def test_pages_of_one_origin_rendered_at_once_keep_each_others_cookies(
+    site: tuple[JsSite, str], store: Store, chromium: str
+) -> None:
+    """Two pages of one origin in the browser at once (each held open by a slow image),
+    each setting a cookie by script: both cookies reach the crawl's stored jar."""
+    app, url = site
+    app.slow = 1.0
+    run_crawl(Prices(), store, f"{url}/links?to=/jar/a&to=/jar/b", render=True,
+              browser_concurrency=2, browser_block=(), browser_executable=chromium)  # fmt: skip
+    assert app.images == Counter({"jar-a": 1, "jar-b": 1})
+    stored = dict(header.split(";")[0].split("=", 1) for _, header in store.cookies("prices").rows)
+    assert stored == {"a": "set-by-a", "b": "set-by-b"}
+    no_browser_left()
+
+
 def crawl_held(
     app: JsSite,
     url: str,
