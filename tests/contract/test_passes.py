@@ -200,6 +200,27 @@ def test_a_lease_says_whether_its_url_was_done_before(store: Store, clock: Manua
     assert leases == {P: True, Q: False}
 
 
+@pytest.mark.parametrize("status", [302, None], ids=["302", "robots"])
+def test_a_page_whose_fetch_says_nothing_keeps_listing_its_records(
+    store: Store, clock: ManualClock, status: int | None
+) -> None:
+    """x on /p. In pass 2 /p answers a temporary redirect (or robots.txt now disallows
+    it): its last parse still lists x, whatever /q does. /q lists x in that pass, drops
+    it in the next (/p not fetched): x stays; /p dropping it makes it gone."""
+    store.enqueue(C, [NewUrl(P), NewUrl(Q)])
+    x = rec("x", "1")
+    visit(store, clock, [[(P, [x], {}), (Q, [], {})]], {P: 1, Q: 1})
+    clock.advance(HOUR)
+    visit(store, clock, [[(P, [], {"status": status})], [(Q, [x], {})]], {P: 2, Q: 1})
+    clock.advance(HOUR)
+    visit(store, clock, [[(Q, [], {})]], {Q: 100})
+    assert record_x(store) == (1, None)
+    clock.advance(HOUR)
+    visit(store, clock, [[(P, [], {})]], {P: 100})
+    version, gone_at = record_x(store)
+    assert version == 2 and gone_at is not None
+
+
 @pytest.mark.parametrize("order", ["304 first", "304 last"])
 def test_a_record_a_page_keeps_unchanged_is_not_gone_when_another_drops_it(
     store: Store, clock: ManualClock, order: str

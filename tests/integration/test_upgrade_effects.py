@@ -1,6 +1,8 @@
-"""A database crawled before the outbox existed (SQLite schema 4, PostgreSQL 2): after the
-upgrade, every record has an event in the outbox backlog, and its page is known, so a
-recrawl that finds the page gone marks the record gone."""
+"""Databases of an earlier crashsafe, upgraded. One crawled before the outbox existed
+(SQLite schema 4, PostgreSQL 2): every record gets an event in the outbox backlog, and
+its page is known, so a recrawl that finds the page gone marks the record gone. One from
+before page listings (SQLite 13, PostgreSQL 11): each page lists the records its kept ids
+name."""
 
 from __future__ import annotations
 
@@ -10,12 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from crashsafe.store import NewUrl, PageOutcome, Store, open_store
+from crashsafe.crawl.revisits import validators_of
+from crashsafe.store import NewUrl, PageOutcome, RecordRow, Store, open_store
 from crashsafe.store import postgres as pg_store
 from crashsafe.store import sqlite as sqlite_store
 from tests import pg
+from tests.clock import ManualClock
 
 PAGE = "http://a/1"
+HOUR = 3600.0
 RECORD = ("c", "id-k", "s", "k", PAGE, "h", '{"price": "1"}', 1.0, 1.0, 1)
 INSERT_RECORD = (
     "INSERT INTO records (crawl, id, source, key, url, content_hash, data, first_seen, "
@@ -75,3 +80,51 @@ def test_records_stored_before_the_upgrade_get_events_and_can_go(
         [gone] = store.iter_records("c", since=1.0)
         assert gone.gone_at is not None and gone.version == 2
         store.enqueue("c", [NewUrl("http://a/2")])  # and the store works on as usual
+
+
+def back_to_before_listings(url: str) -> None:
+    """The database as a crashsafe before page listings (SQLite 13, PostgreSQL 11) left it."""
+    if url.startswith("sqlite:"):
+        with contextlib.closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as db:
+            db.execute("DROP TABLE record_pages")
+            db.execute("PRAGMA user_version = 12")
+            db.commit()
+    else:
+        with pg.connect(url) as db:
+            db.execute("DROP TABLE record_pages")
+            db.execute("UPDATE crashsafe_schema SET version = 10")
+
+
+def test_an_upgrade_knows_every_page_that_lists_a_record_from_the_pages_validators(
+    any_db_url: str,
+) -> None:
+    """x on /p and /q (/q yielded it last); after the upgrade a pass that fetches /q alone,
+    which dropped x, leaves x (/p's kept ids list it); /p dropping it too makes it gone."""
+    clock = ManualClock()
+    p, q = "http://a/p", "http://a/q"
+    x = RecordRow.build(id="id-x", source="s", key="x", url=None, data={"price": "1"})
+    with contextlib.closing(open_store(any_db_url, clock=clock)) as store:
+        store.enqueue("c", [NewUrl(p), NewUrl(q)])
+        leased = {lease.url: lease for lease in store.lease("c", store.register_worker(), 9, 60)}
+        for url, hours in ((p, 5), (q, 1)):
+            kept = validators_of({}, "digest", "spider", url, ["id-x"])
+            done = PageOutcome(leased[url], "done", 200, records=[x], validators=kept,
+                               revisit_in=hours * HOUR)  # fmt: skip
+            assert store.commit_pages("c", [done]) == [None]
+    back_to_before_listings(any_db_url)
+
+    def visit(url: str) -> tuple[int, bool]:
+        assert store.begin_pass("c").started is not None
+        [lease] = store.lease("c", store.register_worker(), 9, 60)
+        assert lease.url == url
+        dropped = PageOutcome(lease, "done", 200, revisit_in=100 * HOUR)
+        assert store.commit_pages("c", [dropped]) == [None]
+        store.finish_pass("c")
+        [record] = store.iter_records("c", since=0.0)
+        return record.version, record.gone_at is not None
+
+    with contextlib.closing(open_store(any_db_url, clock=clock)) as store:  # upgrades
+        clock.advance(HOUR)
+        assert visit(q) == (1, False)
+        clock.advance(4 * HOUR)
+        assert visit(p) == (2, True)

@@ -235,6 +235,12 @@ class Store(Protocol):
         """``(version, event type, when, data)`` of a record's versions, oldest first."""
         ...
 
+    def iter_versions(self, crawl: str) -> Iterator[tuple[StoredRecord, str]]:
+        """Every version stored of ``crawl``'s records (gone ones too), by record id then
+        version: ``(the record as it was then, "created" | "updated" | "gone")``; the
+        earlier versions as far back as the outbox's retention."""
+        ...
+
     def find_records(self, crawl: str, text: str, *, limit: int = 50) -> list[StoredRecord]:
         """Records of ``crawl`` whose key holds ``text`` (gone ones too), by key."""
         ...

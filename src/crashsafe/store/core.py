@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import operator
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from crashsafe.errors import StoreError
@@ -58,16 +59,6 @@ _by_sha = operator.itemgetter("sha256")
 #: a page done with one of these says nothing of its records: no status (not fetched:
 #: robots.txt), or a temporary redirect not followed (the end of a pass skips them too)
 _SAYS_NOTHING = frozenset({None, 302, 303, 307})
-
-
-def _one_per_record(rows: list[dict[str, Any]], also: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` by record id, one per record (the last), in id order; the other pages of
-    the group that gave a record go to ``also``."""
-    last = {r["id"]: r for r in rows}
-    if len(last) < len(rows):
-        also += [{"crawl": r["crawl"], "id": r["id"], "page": r["page"]}
-                 for r in rows if last[r["id"]] is not r]  # fmt: skip
-    return sorted(last.values(), key=_by_id)
 
 
 #: Scans a claim makes at most past URLs of paused origins before it gives up for now.
@@ -236,7 +227,8 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
         rendered: dict[str, list[int]] = {}
         touched: list[dict[str, Any]] = []
         changed: list[dict[str, Any]] = []  # sitemap <lastmod>s: due at once if newer
-        listed: list[PageOutcome] = []  # pages whose records are what they yield now
+        listing: list[dict[str, Any]] = []  # (page, record) of the pages parsed
+        dropped: list[dict[str, Any]] = []  # pages parsed again, with the ids they yield
         stale: list[bool] = []
         for p in pages:
             fid, grant = p.lease.frontier_id, p.lease.grant_id
@@ -256,8 +248,13 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
                              "now": now} for u in p.links if u.changed_at is not None]  # fmt: skip
                 touched += [{"crawl": crawl, "id": rid, "page": fid, "now": now}
                             for rid in p.kept]  # fmt: skip
-                if p.lease.seen and p.revisit is None and p.http_status not in _SAYS_NOTHING:
-                    listed.append(p)  # parsed again: it may have dropped records
+                if p.revisit is None and p.http_status not in _SAYS_NOTHING:  # parsed
+                    yielded = {r.id for r in p.records}
+                    listing += [{"crawl": crawl, "id": rid, "page": fid} for rid in yielded]
+                    if p.lease.seen:  # parsed again: it may have dropped records
+                        dropped.append(
+                            {"crawl": crawl, "page": fid, "ids": json.dumps(sorted(yielded))}
+                        )
                 records += [
                     {"crawl": crawl, "id": r.id, "source": r.source, "key": r.key,
                      "key_json": r.key_json, "is_item": r.is_item, "url": r.url,
@@ -296,23 +293,19 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
         # Rows other workers may write too (a record on two pages, a link found twice)
         # go in one order everywhere, so two group commits never wait on each other in
         # a circle (PostgreSQL would abort one as a deadlock).
-        also: list[dict[str, Any]] = []  # a page of the group that lists a record too
         if records:
             # One row per record: a record two pages of the group yield is written as
             # the later page has it (one statement cannot write a row twice).
-            records = _one_per_record(records, also)
+            records = sorted({r["id"]: r for r in records}.values(), key=_by_id)
             tx.many("upsert_record", records)
         if touched:  # (after the records: one of them may be written by this group too)
-            touched = _one_per_record(touched, also)
+            touched = sorted({r["id"]: r for r in touched}.values(), key=_by_id)
             tx.many("yield_again", touched)
-        if also:
-            tx.many("note_listing", sorted(also, key=_by_id))
-        if listed and self._lists_shared(tx, crawl):
-            # A record on several pages is gone only when none lists it (schema 0013).
-            dropped = [{"crawl": crawl, "page": p.lease.frontier_id,
-                        "ids": json.dumps([r.id for r in p.records])} for p in listed]  # fmt: skip
+        if listing:  # each parsed page's listing (schema 0013), its own rows only
+            tx.many("list_records", sorted(listing, key=_by_id))
+        if dropped:
+            tx.many("take_dropped", dropped)
             tx.many("unlist_dropped", dropped)
-            tx.many("hand_over", dropped)
         if files:
             tx.many("put_file", sorted({f["sha256"]: f for f in files}.values(), key=_by_sha))
         if links:
@@ -403,13 +396,6 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
     def tend_wal(self, *, at_least: int | None = None) -> WalState | None:
         """SQLite checkpoints and truncates its WAL (``sqlite.py``); nothing to do here."""
         return None
-
-    def _lists_shared(self, tx: Tx, crawl: str) -> bool:
-        """Whether a record of ``crawl`` may be listed by pages besides its own (rows in
-        record_pages, as this transaction sees them): only then can a page parsed again
-        hand a record it dropped to another. PostgreSQL's statements ask it themselves
-        (a read here would wait for the pipeline)."""
-        return bool(tx.rows("has_record_pages", {"crawl": crawl}))
 
     def _page_fault(self, exc: Exception) -> bool:
         """Whether ``exc`` may be one page's fault (a value the database refuses), so the
@@ -566,6 +552,43 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
                 return tx.rows("record_versions", p)
 
         return [(v, kind, at, json.loads(data)) for v, kind, at, data in self._run(go)]
+
+    def iter_versions(self, crawl: str) -> Iterator[tuple[StoredRecord, str]]:
+        """Every version stored of ``crawl``'s records, gone ones too, by record id then
+        version: each ``(record as it was then, event)``, the event ``created``,
+        ``updated`` or ``gone``, its ``last_changed`` when that version was made. The
+        versions before the current one come from the outbox, as far back as its
+        retention (``prune_outbox``); the current one is the record itself."""
+        batch: list[StoredRecord] = []
+        for record in self.iter_records(crawl, since=0.0):
+            batch.append(record)
+            if len(batch) == self.read_page:
+                yield from self._versions(crawl, batch)
+                batch = []
+        yield from self._versions(crawl, batch)
+
+    def _versions(
+        self, crawl: str, records: list[StoredRecord]
+    ) -> Iterator[tuple[StoredRecord, str]]:
+        if not records:
+            return
+
+        def go() -> list[tuple[Any, ...]]:
+            with self._read() as tx:
+                return tx.rows("versions_of", {"crawl": crawl, "ids": [r.id for r in records]})
+
+        earlier: dict[str, dict[int, tuple[str, float, str]]] = {}
+        for rid, version, kind, at, data in self._run(go):
+            earlier.setdefault(rid, {}).setdefault(version, (kind, at, data))
+        for r in records:
+            for version, (kind, at, data) in sorted(earlier.get(r.id, {}).items()):
+                if version < r.version:
+                    gone = at if kind == "record.gone" else None
+                    then = replace(r, version=version, data=json.loads(data), last_changed=at,
+                                   gone_at=gone)  # fmt: skip
+                    yield then, kind.removeprefix("record.")
+            now = "gone" if r.gone_at is not None else "created" if r.version == 1 else "updated"
+            yield r, now
 
     def _stored_record(
         self,

@@ -157,6 +157,13 @@ class _GroupTx(_Tx):
         return cur.fetchall()  # (waits for the results: its description comes with them)
 
 
+def _rolled_back(exc: psycopg.Error) -> bool:
+    """Whether the server rolled the transaction back for another's sake (SQLSTATE class
+    40: a deadlock, a serialisation failure): it is void, and worth running again.
+    (psycopg's DeadlockDetected is not a TransactionRollback: the class decides.)"""
+    return (exc.sqlstate or "").startswith("40")
+
+
 class PostgresStore(SQLStore):
     """The store for many workers. Open it with ``open_store("postgresql://...")``."""
 
@@ -327,7 +334,7 @@ class PostgresStore(SQLStore):
                 self._cursors.committed()  # what its claims granted moves the cursors
                 return result
             except psycopg.Error as exc:
-                if isinstance(exc, pg_errors.TransactionRollback) and rolled_back < RETRIES:
+                if _rolled_back(exc) and rolled_back < RETRIES:
                     rolled_back += 1  # another worker's transaction won: ours is void
                     continue
                 if lost_since is None and not self._connection_lost():
@@ -367,9 +374,6 @@ class PostgresStore(SQLStore):
         if self._worker_id is not None:
             with self._write() as tx:
                 tx.rows("lock_worker", {"space": self._space, "id": self._worker_id})
-
-    def _lists_shared(self, tx: Tx, crawl: str) -> bool:
-        return True  # the statements ask it (a one-time filter)
 
     def _page_fault(self, exc: Exception) -> bool:
         # A lost connection, a deadlock: the whole call runs again (``_run``).

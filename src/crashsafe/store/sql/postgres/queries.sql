@@ -252,6 +252,7 @@ WHERE f.crawl = %(crawl)s AND f.state = 'done' AND f.done_pass <= %(pass)s
   AND f.http_status IS NOT NULL AND f.http_status NOT IN (302, 303, 307)
   AND r.page = f.id AND r.gone_at IS NULL  -- (a page is one crawl's: records_page)
   AND r.seen_pass < f.done_pass
+  AND NOT EXISTS (SELECT 1 FROM record_pages rp WHERE rp.crawl = r.crawl AND rp.record = r.id)
   AND NOT EXISTS (
       SELECT 1 FROM frontier WHERE crawl = %(crawl)s AND state IN ('pending', 'leased'));
 
@@ -876,6 +877,12 @@ SELECT version, type, extract(epoch FROM at)::float8, data::text FROM (
                       WHERE crawl = %(crawl)s AND record_id = %(id)s AND version = 1)
 ) AS versions ORDER BY version, id LIMIT %(limit)s;
 
+-- name: versions_of
+-- (SQLite's query says more.)
+SELECT record_id, version, type, extract(epoch FROM at)::float8, data::text FROM outbox
+WHERE crawl = %(crawl)s AND record_id = ANY(%(ids)s::text[])
+ORDER BY record_id, version, id;
+
 -- name: deliveries_by_endpoint
 SELECT e.url, d.state, count(*) FROM deliveries d JOIN endpoints e ON e.id = d.endpoint
 WHERE e.crawl = %(crawl)s GROUP BY e.url, d.state ORDER BY e.url, d.state;
@@ -914,43 +921,35 @@ FROM unnest(%(crawl)s::text[], %(id)s::text[], %(page)s::bigint[], %(now)s::floa
      AS u(crawl, id, page, now)
 WHERE r.crawl = u.crawl AND r.id = u.id;
 
--- name: note_listing
--- many (SQLite's query says why).
+-- name: list_records
+-- many (SQLite's query says more).
 INSERT INTO record_pages (crawl, record, page)
-SELECT u.crawl, u.id, u.page
-FROM unnest(%(crawl)s::text[], %(id)s::text[], %(page)s::bigint[]) AS u(crawl, id, page)
-WHERE u.page IS DISTINCT FROM (SELECT page FROM records r
-                               WHERE r.crawl = u.crawl AND r.id = u.id)
+SELECT * FROM unnest(%(crawl)s::text[], %(id)s::text[], %(page)s::bigint[])
 ON CONFLICT DO NOTHING;
 
--- name: unlist_dropped
--- many: each page parsed again with the ids it yielded (a JSON array). Nothing read but
--- one index entry while no record of the crawl is on two pages.
-DELETE FROM record_pages rp
-USING unnest(%(crawl)s::text[], %(page)s::bigint[], %(ids)s::text[]) AS u(crawl, page, ids)
-WHERE EXISTS (SELECT 1 FROM record_pages WHERE crawl = (%(crawl)s::text[])[1])
-  AND rp.page = u.page
-  AND NOT rp.record = ANY (ARRAY(SELECT json_array_elements_text(u.ids::json)));
-
--- name: hand_over
--- many (SQLite's query says more), the records locked in id order as everywhere.
+-- name: take_dropped
+-- many: each page parsed again with the ids it yielded (a JSON array); the records
+-- locked in id order, as everywhere (SQLite's query says more).
 WITH dropped AS (
-    SELECT r.crawl, r.id,
-           (SELECT min(rp.page) FROM record_pages rp
-            WHERE rp.crawl = r.crawl AND rp.record = r.id) AS to_page
+    SELECT rp.crawl, rp.record, u.page
     FROM unnest(%(crawl)s::text[], %(page)s::bigint[], %(ids)s::text[]) AS u(crawl, page, ids)
-    JOIN records r ON r.page = u.page
-    WHERE EXISTS (SELECT 1 FROM record_pages WHERE crawl = (%(crawl)s::text[])[1])
-      AND r.gone_at IS NULL
-      AND NOT r.id = ANY (ARRAY(SELECT json_array_elements_text(u.ids::json)))
+    JOIN record_pages rp ON rp.page = u.page
+    WHERE NOT rp.record = ANY (ARRAY(SELECT json_array_elements_text(u.ids::json)))
+), taken AS (
+    SELECT r.crawl, r.id, d.page FROM records r JOIN dropped d
+    ON r.crawl = d.crawl AND r.id = d.record
+    WHERE r.page IS DISTINCT FROM d.page AND r.gone_at IS NULL
     ORDER BY r.crawl, r.id
     FOR UPDATE OF r
 )
-UPDATE records r
-SET page = d.to_page,
-    seen_pass = coalesce((SELECT done_pass FROM frontier WHERE id = d.to_page), r.seen_pass)
-FROM dropped d
-WHERE r.crawl = d.crawl AND r.id = d.id AND d.to_page IS NOT NULL;
+UPDATE records r SET page = t.page FROM taken t WHERE r.crawl = t.crawl AND r.id = t.id;
+
+-- name: unlist_dropped
+-- many (as take_dropped).
+DELETE FROM record_pages rp
+USING unnest(%(crawl)s::text[], %(page)s::bigint[], %(ids)s::text[]) AS u(crawl, page, ids)
+WHERE rp.page = u.page
+  AND NOT rp.record = ANY (ARRAY(SELECT json_array_elements_text(u.ids::json)));
 
 -- name: page_validators
 SELECT id, validators FROM frontier

@@ -1,33 +1,34 @@
 -- crashsafe schema, version 13 (SQLite): a record on several pages is gone only when no
 -- page lists it any more.
 --
--- A record notes one page, the one that yielded it last (records.page, 0005); a pass ends
--- by marking gone the records whose page was fetched since and no longer yielded them.
--- A record two pages list was marked gone when a pass fetched only the one of them that
--- dropped it (a continuous crawl's pass fetches the pages due, not all). Now the other
--- pages whose last parse listed a record are noted here, and only for such records: a
--- record of one page costs nothing more. When a page takes a record over from another
--- whose last parse listed it, that other page is noted (the trigger below); a page
--- parsed again that no longer lists a record is unnoted, and a record it held is handed
--- to a page still noted for it (store/core.py, queries unlist_dropped, hand_over): it is
--- marked gone only once no page lists it.
+-- A record notes one page, the one that yielded it last (records.page, 0005), and a pass
+-- ended by marking gone the records whose page was fetched in it and no longer yielded
+-- them. A record two pages list was so marked gone by a pass that fetched only the one of
+-- them that dropped it (a continuous crawl's pass fetches the pages due, not all). Now
+-- each page's listing is kept: the records its last parse yielded. Only a page's own
+-- commit writes its rows (so two workers never race on one), and the end of a pass,
+-- when no page of it is pending or leased, marks gone only a record no page lists
+-- (store/core.py; queries list_records, take_dropped, unlist_dropped, mark_gone). A page
+-- that answered 304, the same body, a temporary redirect, or that robots.txt now
+-- disallows keeps its listing.
 CREATE TABLE record_pages (
     crawl  TEXT    NOT NULL,
     record TEXT    NOT NULL,
-    page   INTEGER NOT NULL,  -- a frontier id whose last parse listed the record
+    page   INTEGER NOT NULL,  -- a frontier id whose last parse yielded the record
     PRIMARY KEY (crawl, record, page)
 ) WITHOUT ROWID;
 CREATE INDEX record_pages_page ON record_pages (page);
 
--- The page a record leaves still lists it if its last fetch yielded the record (the
--- record was seen in that page's pass or later); the page it goes to is no longer "other".
-CREATE TRIGGER records_page_moved AFTER UPDATE OF page ON records
-WHEN OLD.page IS NOT NEW.page
-BEGIN
-    INSERT OR IGNORE INTO record_pages (crawl, record, page)
-    SELECT OLD.crawl, OLD.id, OLD.page
-    WHERE OLD.page IS NOT NULL AND OLD.gone_at IS NULL
-      AND OLD.seen_pass >= (SELECT done_pass FROM frontier WHERE id = OLD.page);
-    DELETE FROM record_pages
-    WHERE crawl = NEW.crawl AND record = NEW.id AND page = NEW.page;
-END;
+-- The listings as the database knows them: each live record on the page that yielded it
+-- last (unless that page's last fetch dropped it), and on every page whose last parse
+-- yielded it by the ids each page keeps with its validators (since version 11; not a page
+-- of more than 1 000 records, nor one whose last fetch was a temporary redirect).
+INSERT OR IGNORE INTO record_pages (crawl, record, page)
+SELECT r.crawl, r.id, r.page FROM records r
+WHERE r.gone_at IS NULL AND r.page IS NOT NULL
+  AND r.seen_pass >= coalesce((SELECT done_pass FROM frontier WHERE id = r.page), 0);
+INSERT OR IGNORE INTO record_pages (crawl, record, page)
+SELECT f.crawl, j.value, f.id FROM frontier f, json_each(f.validators, '$.records') j
+WHERE f.state = 'done' AND f.validators IS NOT NULL AND json_valid(f.validators)
+  AND EXISTS (SELECT 1 FROM records r
+              WHERE r.crawl = f.crawl AND r.id = j.value AND r.gone_at IS NULL);

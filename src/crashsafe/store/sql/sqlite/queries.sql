@@ -144,9 +144,9 @@ WHERE records.content_hash <> excluded.content_hash OR records.gone_at IS NOT NU
 -- When no URL is pending or leased, at the end of pass :pass (2 on): the live records
 -- last yielded before their page's fetch by the pages fetched since the last pass that
 -- ended (a pass begun before the last one ended leaves that one's pages to this one),
--- which have a status (a temporary redirect not followed says nothing of them). Each is
--- a new version (a record.gone event). From those pages (frontier_pass) to their
--- records (records_page): not a scan of every record.
+-- which have a status (a temporary redirect not followed says nothing of them), that no
+-- page lists any more. Each is a new version (a record.gone event). From those pages
+-- (frontier_pass) to their records (records_page): not a scan of every record.
 UPDATE records
 SET gone_at = :now, last_changed = :now, version = version + 1
 WHERE page IN (SELECT id FROM frontier
@@ -156,6 +156,8 @@ WHERE page IN (SELECT id FROM frontier
                  AND http_status IS NOT NULL AND http_status NOT IN (302, 303, 307))
   AND gone_at IS NULL  -- (no "crawl =": a page is one crawl's; records_page is the way)
   AND seen_pass < (SELECT done_pass FROM frontier WHERE id = records.page)
+  AND NOT EXISTS (  -- no page lists it (a page not fetched in the pass may: 0013)
+      SELECT 1 FROM record_pages rp WHERE rp.crawl = records.crawl AND rp.record = records.id)
   AND NOT EXISTS (
       SELECT 1 FROM frontier WHERE crawl = :crawl AND state IN ('pending', 'leased'));
 
@@ -674,6 +676,13 @@ SELECT version, type, at, data FROM (
                       WHERE crawl = :crawl AND record_id = :id AND version = 1)
 ) ORDER BY version, id LIMIT :limit;
 
+-- name: versions_of
+-- The versions the outbox holds of records :ids (a JSON array), oldest first: a record's
+-- history, as far back as the outbox's retention (store/sql_retention.py).
+SELECT record_id, version, type, at, data FROM outbox
+WHERE crawl = :crawl AND record_id IN (SELECT value FROM json_each(:ids))
+ORDER BY record_id, version, id;
+
 -- name: deliveries_by_endpoint
 SELECT e.url, d.state, count(*) FROM deliveries d JOIN endpoints e ON e.id = d.endpoint
 WHERE e.crawl = :crawl GROUP BY e.url, d.state ORDER BY e.url, d.state;
@@ -708,37 +717,23 @@ SET page = :page,
     last_changed = CASE WHEN gone_at IS NULL THEN last_changed ELSE :now END
 WHERE crawl = :crawl AND id = :id;
 
--- name: note_listing
--- A record two pages of one commit group yielded is written once, as the later page has
--- it (one statement cannot write a row twice): the other page lists it too (0013).
-INSERT OR IGNORE INTO record_pages (crawl, record, page)
-SELECT :crawl, :id, :page
-WHERE :page IS NOT (SELECT page FROM records WHERE crawl = :crawl AND id = :id);
+-- name: list_records
+-- many: a record a page's parse yielded is on that page's listing (schema 0013).
+INSERT OR IGNORE INTO record_pages (crawl, record, page) VALUES (:crawl, :id, :page);
 
--- name: has_record_pages
-SELECT 1 FROM record_pages WHERE crawl = :crawl LIMIT 1;
+-- name: take_dropped
+-- A page parsed again (or now 404/410, or a permanent redirect): the records its last
+-- parse listed that it no longer yields become its own (records.page), so that the end
+-- of the pass weighs them (mark_gone: gone if no page lists them any more). Before
+-- unlist_dropped, which takes them off its listing.
+UPDATE records SET page = :page
+WHERE crawl = :crawl AND page IS NOT :page AND gone_at IS NULL
+  AND id IN (SELECT record FROM record_pages
+             WHERE page = :page AND record NOT IN (SELECT value FROM json_each(:ids)));
 
 -- name: unlist_dropped
--- A page parsed again (or now 404/410, or a permanent redirect): the records it no
--- longer yields are no longer listed by it.
 DELETE FROM record_pages
 WHERE page = :page AND record NOT IN (SELECT value FROM json_each(:ids));
-
--- name: hand_over
--- Records a page parsed again no longer yields, that another page still lists: handed to
--- that page, as seen in its last parse (the end of a pass marks gone only the records
--- their page dropped; records_page_moved unnotes the page they go to).
-UPDATE records
-SET page = (SELECT min(rp.page) FROM record_pages rp
-            WHERE rp.crawl = records.crawl AND rp.record = records.id),
-    seen_pass = coalesce((SELECT f.done_pass FROM frontier f
-                          WHERE f.id = (SELECT min(rp.page) FROM record_pages rp
-                                        WHERE rp.crawl = records.crawl
-                                          AND rp.record = records.id)), seen_pass)
-WHERE page = :page AND gone_at IS NULL  -- (no "crawl =": a page is one crawl's)
-  AND id NOT IN (SELECT value FROM json_each(:ids))
-  AND EXISTS (SELECT 1 FROM record_pages rp
-              WHERE rp.crawl = records.crawl AND rp.record = records.id);
 
 -- name: page_validators
 SELECT id, validators FROM frontier

@@ -1,0 +1,156 @@
+"""Pages that share a record, committed at once by two PostgreSQL workers: whichever
+commit waits for the other, a record is gone exactly when no page lists it any more.
+
+A lock on one worker's lease grant holds its commit open (after its records are
+written, before the commit ends) while the other commits; the test waits on PostgreSQL's
+own view of who blocks whom, never on a timer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from psycopg import errors as pg_errors
+
+from crashsafe.store import Lease, NewUrl, PageOutcome, Store, open_store
+from tests import pg
+from tests.clock import ManualClock
+from tests.contract.test_passes import HOUR, P, Q, rec, record_x, visit
+from tests.helpers import wait_for
+
+C = "c"
+
+
+@pytest.fixture
+def open_pg(pg_url: str, clock: ManualClock) -> Iterator[Callable[[], Store]]:
+    """Stores on one PostgreSQL database (one per worker), closed after the test."""
+    opened: list[Store] = []
+
+    def make() -> Store:
+        opened.append(open_store(pg_url, clock=clock))
+        return opened[-1]
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+def blocked_by(db: Any, pids: set[int]) -> set[int]:
+    rows = db.execute(
+        "SELECT pid FROM pg_stat_activity WHERE pg_blocking_pids(pid) && %s::int[]", [list(pids)]
+    ).fetchall()
+    return {pid for (pid,) in rows}
+
+
+@contextmanager
+def held_open(url: str, store: Store, lease: Lease, outcome: PageOutcome) -> Iterator[Any]:
+    """Commit ``outcome`` in a thread, held open by a lock on ``lease``'s grant until the
+    block ends; yields (the watching connection, the pids waiting on the hold)."""
+    lock, watch = pg.connect(url), pg.connect(url)
+    lock.autocommit = False
+    lock.execute("SELECT 1 FROM lease_grants WHERE id = %s FOR UPDATE", [lease.grant_id])
+    holder = {int(lock.info.backend_pid)}
+    answers: list[Any] = []
+    thread = threading.Thread(target=lambda: answers.append(store.commit_pages(C, [outcome])))
+    thread.start()
+    try:
+        wait_for(lambda: bool(blocked_by(watch, holder)))
+        yield watch, blocked_by(watch, holder)
+    finally:
+        lock.rollback()
+        thread.join(60)
+        lock.close()
+        watch.close()
+    assert answers == [[None]]
+
+
+def commit_waiting(
+    watch: Any, held: set[int], store: Store, outcome: PageOutcome
+) -> Callable[[], None]:
+    """Commit ``outcome`` in a thread; return once it is done or waits on the held commit;
+    the function returned joins it and checks its answer."""
+    answers: list[Any] = []
+    thread = threading.Thread(target=lambda: answers.append(store.commit_pages(C, [outcome])))
+    thread.start()
+    wait_for(lambda: not thread.is_alive() or bool(blocked_by(watch, held)))
+
+    def join() -> None:
+        thread.join(60)
+        assert answers == [[None]]
+
+    return join
+
+
+def lease_all(store: Store) -> dict[str, Lease]:
+    return {x.url: x for x in store.lease(C, store.register_worker(), 100, 60)}
+
+
+def test_a_page_that_lists_a_record_while_its_old_page_drops_it_at_once(
+    pg_url: str, open_pg: Callable[[], Store], clock: ManualClock
+) -> None:
+    """x on /p. Pass 2: /q lists x (its commit held open) while /p, which dropped x,
+    commits. x stays (on /q). Pass 3: /q drops it: gone."""
+    one, two = open_pg(), open_pg()
+    one.enqueue(C, [NewUrl(P), NewUrl(Q)])
+    x = rec("x", "1")
+    visit(one, clock, [[(P, [x], {}), (Q, [], {})]], {P: 1, Q: 1})
+    clock.advance(HOUR)
+    assert one.begin_pass(C).started is not None
+    leased = lease_all(one)
+    lists = PageOutcome(leased[Q], "done", 200, records=[x], revisit_in=HOUR)
+    drops = PageOutcome(leased[P], "done", 200, revisit_in=100 * HOUR)
+    with held_open(pg_url, one, leased[Q], lists) as (watch, held):
+        join = commit_waiting(watch, held, two, drops)
+    join()
+    one.finish_pass(C)
+    assert record_x(one) == (1, None)
+    clock.advance(HOUR)
+    visit(one, clock, [[(Q, [], {})]], {Q: 100})
+    version, gone_at = record_x(one)
+    assert version == 2 and gone_at is not None
+
+
+def test_two_pages_that_drop_a_record_at_once_leave_it_to_a_third_that_lists_it(
+    pg_url: str, open_pg: Callable[[], Store], clock: ManualClock
+) -> None:
+    """x on /a, /d and /b. Pass 2 fetches /a and /b, which both dropped x, committed at
+    once (/a held open): /d, not fetched, lists x still: it stays."""
+    a, b, d = "http://a/a", "http://a/b", "http://a/d"
+    one, two = open_pg(), open_pg()
+    one.enqueue(C, [NewUrl(a), NewUrl(d), NewUrl(b)])
+    x = rec("x", "1")
+    visit(one, clock, [[(a, [x], {}), (d, [x], {}), (b, [x], {})]], {a: 1, b: 1, d: 100})
+    clock.advance(HOUR)
+    assert one.begin_pass(C).started is not None
+    leased = lease_all(one)
+    assert sorted(leased) == [a, b]
+    drop_a = PageOutcome(leased[a], "done", 200, revisit_in=100 * HOUR)
+    drop_b = PageOutcome(leased[b], "done", 200, revisit_in=100 * HOUR)
+    with held_open(pg_url, one, leased[a], drop_a) as (watch, held):
+        join = commit_waiting(watch, held, two, drop_b)
+    join()
+    one.finish_pass(C)
+    assert record_x(one) == (1, None)
+
+
+def test_a_deadlock_or_a_serialisation_failure_runs_the_call_again(
+    open_pg: Callable[[], Store],
+) -> None:
+    """PostgreSQL rolls one of two deadlocked transactions back (SQLSTATE 40P01; psycopg's
+    DeadlockDetected is no TransactionRollback): the store runs the call again."""
+    store = open_pg()
+    for error in (pg_errors.DeadlockDetected, pg_errors.SerializationFailure):
+        calls: list[type[Exception]] = []
+
+        def call(error: type[Exception] = error, calls: list[type[Exception]] = calls) -> int:
+            calls.append(error)
+            if len(calls) == 1:
+                raise error("rolled back for another transaction's sake")
+            return 7
+
+        assert store._run(call) == 7  # type: ignore[attr-defined]
+        assert calls == [error, error]
