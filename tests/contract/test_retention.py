@@ -72,3 +72,31 @@ def test_compact_gives_back_the_space_of_deleted_rows(
     assert before > 0 and after > 0
     if backend.name == "sqlite":  # (PostgreSQL's VACUUM makes the space reusable only)
         assert after < before - 600_000
+
+
+def test_a_records_versions_read_back_oldest_first_as_far_back_as_the_retention(
+    store: Store, clock: ManualClock
+) -> None:
+    """a changes twice, then leaves the page; b never changes (no webhook endpoint: its
+    only version is the record itself). Pruning takes the old versions; the current one
+    of each record stays."""
+    store.enqueue(C, [NewUrl("http://a/1")])
+    crawl_page(store, "http://a/1", [rec("a", "1"), rec("b", "1")])
+    for records in ([rec("a", "2"), rec("b", "1")], [rec("b", "1")]):
+        clock.advance(DAY)
+        store.recrawl(C)
+        crawl_page(store, "http://a/1", records)
+        store.finish_pass(C)
+    start = clock.now - 2 * DAY
+    history = [(r.key, r.version, r.data, round(r.last_changed - start, 3), event)
+               for r, event in store.iter_versions(C)]  # fmt: skip
+    assert history == [
+        ("a", 1, {"price": "1"}, 0.0, "created"),
+        ("a", 2, {"price": "2"}, DAY, "updated"),
+        ("a", 3, {"price": "2"}, 2 * DAY, "gone"),
+        ("b", 1, {"price": "1"}, 0.0, "created"),
+    ]
+    clock.advance(30 * DAY)
+    store.prune_outbox(C, 31.5 * DAY)  # versions made more than 31.5 days ago go: v1 of a
+    history = [(r.key, r.version, event) for r, event in store.iter_versions(C)]
+    assert history == [("a", 2, "updated"), ("a", 3, "gone"), ("b", 1, "created")]

@@ -64,3 +64,22 @@ def test_recrawl_finds_exactly_the_changed_prices_and_the_gone_products(
     assert "passes, versions" in run_cli("status", "--db", any_db_url, "--wide").stdout
     compact = run_cli("status", "--db", any_db_url).stdout
     assert "passes    2, the last begun" in compact and f"{len(gone)} gone" in compact
+
+    # every version, oldest first: a changed product's two prices, a gone one's end
+    one, off = sorted(changed)[0], sorted(gone)[0]
+    out = run_cli("history", "--db", any_db_url, "--key", one, "--key", off)
+    assert out.returncode == 0, out.stderr
+    assert "wrote 4 version(s) of 2 record(s) to stdout" in out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    n = int(one.removeprefix("SKU-"))
+    by_key = {key: [r for r in rows if r["_crashsafe_key"] == key] for key in (one, off)}
+    assert [(r["_crashsafe_version"], r["_crashsafe_event"], r["price"]) for r in by_key[one]] == [
+        (1, "created", product(n)["price"]),
+        (2, "updated", product(n, 1)["price"]),
+    ]
+    assert [(r["_crashsafe_version"], r["_crashsafe_event"]) for r in by_key[off]] == [
+        (1, "created"),
+        (2, "gone"),
+    ]
+    missing = run_cli("history", "--db", any_db_url, "--key", "SKU-nope")
+    assert missing.returncode == 1 and "no record with the key SKU-nope" in missing.stderr

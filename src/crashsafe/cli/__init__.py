@@ -25,6 +25,7 @@ COMMANDS = {
     "audit": "steer_cmds:audit",
     "ui": "ui_cmd:ui",
     "export": "export_cmd:export",
+    "history": "history_cmd:history",
     "recrawl": "effects_cmds:recrawl",
     "deliver": "deliver_cmd:deliver",
     "parse": "try_cmds:parse_cmd",
