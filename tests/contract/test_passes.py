@@ -186,18 +186,44 @@ def test_a_record_two_pages_list_is_gone_only_when_neither_does(
     assert version == 2 and gone_at is not None
 
 
-def test_a_lease_says_whether_its_url_was_done_before(store: Store, clock: ManualClock) -> None:
-    """Only a page done before can have dropped records: the commit looks for them then."""
-    store.enqueue(C, [NewUrl(P)])
+def test_a_lease_says_whether_its_page_lists_records(store: Store, clock: ManualClock) -> None:
+    """Only a page whose last parse yielded records can have dropped some: the commit
+    looks for them then. A page done without records, or never done, lists none."""
+    r = "http://a/r"
+    store.enqueue(C, [NewUrl(P), NewUrl(r)])
     owner = store.register_worker()
-    [first] = store.lease(C, owner, 10, 60)
-    assert not first.seen
-    store.commit_pages(C, [PageOutcome(first, "done", 200, revisit_in=HOUR)])
+    first = store.lease(C, owner, 10, 60)
+    assert [x.listed for x in first] == [False, False]
+    store.commit_pages(C, [PageOutcome(x, "done", 200, revisit_in=HOUR,
+                                       records=[rec("x", "1")] if x.url == P else [])
+                           for x in first])  # fmt: skip
     clock.advance(HOUR)
-    assert store.begin_pass(C).started.requeued == 1
+    assert store.begin_pass(C).started.requeued == 2
     store.enqueue(C, [NewUrl(Q)])  # a link found in the pass
-    leases = {x.url: x.seen for x in store.lease(C, owner, 10, 60)}
-    assert leases == {P: True, Q: False}
+    leases = {x.url: x.listed for x in store.lease(C, owner, 10, 60)}
+    assert leases == {P: True, r: False, Q: False}
+
+
+@pytest.mark.parametrize("how", ["retry", "retry the URL"])
+def test_a_page_that_failed_and_was_retried_still_drops_what_it_no_longer_lists(
+    store: Store, clock: ManualClock, how: str
+) -> None:
+    """x on /p. In pass 2 /p fails; `crashsafe retry` queues it again; it answers without
+    x: x is gone when the pass ends (retry forgets the page's done mark, not its
+    listing)."""
+    store.enqueue(C, [NewUrl(P)])
+    visit(store, clock, [[(P, [rec("x", "1")], {})]], {P: 1})
+    clock.advance(HOUR)
+    assert store.begin_pass(C).started is not None
+    [lease] = store.lease(C, store.register_worker(), 10, 60)
+    store.commit_pages(C, [PageOutcome(lease, "failed", 500, "HTTP 500")])
+    assert store.retry_failed(C, urls=None if how == "retry" else [P]) == 1
+    [lease] = store.lease(C, store.register_worker(), 10, 60)
+    assert lease.listed
+    store.commit_pages(C, [PageOutcome(lease, "done", 200, revisit_in=HOUR)])
+    store.finish_pass(C)
+    version, gone_at = record_x(store)
+    assert version == 2 and gone_at is not None
 
 
 @pytest.mark.parametrize("status", [302, None], ids=["302", "robots"])

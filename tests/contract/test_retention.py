@@ -3,7 +3,7 @@ endpoint still has them to deliver, and the database compacted."""
 
 from __future__ import annotations
 
-from crashsafe.store import DeliveryResult, NewUrl, Pruned, Store
+from crashsafe.store import DeliveryResult, NewUrl, Pruned, RecordRow, Store
 from tests.clock import ManualClock
 from tests.contract.conftest import Backend
 from tests.contract.test_effects import HOOK, C, crawl_page, rec
@@ -80,21 +80,25 @@ def test_a_records_versions_read_back_oldest_first_as_far_back_as_the_retention(
     """a changes twice, then leaves the page; b never changes (no webhook endpoint: its
     only version is the record itself). Pruning takes the old versions; the current one
     of each record stays."""
+
+    def a(price: str, url: str) -> RecordRow:
+        return RecordRow.build(id="id-a", source="s", key="a", url=url, data={"price": price})
+
     store.enqueue(C, [NewUrl("http://a/1")])
-    crawl_page(store, "http://a/1", [rec("a", "1"), rec("b", "1")])
-    for records in ([rec("a", "2"), rec("b", "1")], [rec("b", "1")]):
+    crawl_page(store, "http://a/1", [a("1", "http://a/one"), rec("b", "1")])
+    for records in ([a("2", "http://a/two"), rec("b", "1")], [rec("b", "1")]):
         clock.advance(DAY)
         store.recrawl(C)
         crawl_page(store, "http://a/1", records)
         store.finish_pass(C)
     start = clock.now - 2 * DAY
-    history = [(r.key, r.version, r.data, round(r.last_changed - start, 3), event)
+    history = [(r.key, r.version, r.data, r.url, round(r.last_changed - start, 3), event)
                for r, event in store.iter_versions(C)]  # fmt: skip
     assert history == [
-        ("a", 1, {"price": "1"}, 0.0, "created"),
-        ("a", 2, {"price": "2"}, DAY, "updated"),
-        ("a", 3, {"price": "2"}, 2 * DAY, "gone"),
-        ("b", 1, {"price": "1"}, 0.0, "created"),
+        ("a", 1, {"price": "1"}, "http://a/one", 0.0, "created"),
+        ("a", 2, {"price": "2"}, "http://a/two", DAY, "updated"),
+        ("a", 3, {"price": "2"}, "http://a/two", 2 * DAY, "gone"),
+        ("b", 1, {"price": "1"}, None, 0.0, "created"),
     ]
     clock.advance(30 * DAY)
     store.prune_outbox(C, 31.5 * DAY)  # versions made more than 31.5 days ago go: v1 of a

@@ -133,8 +133,8 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
                     rows = self._claim_politely(tx, p, politeness or Politeness(), paused=True)
         rows.sort(key=lambda r: (-r[5], r[0]))  # RETURNING does not keep the order
         return [
-            Lease(fid, url, depth, n, cb, grant, request, jar or 0, bool(seen))
-            for fid, url, depth, n, cb, _, request, grant, jar, seen in rows
+            Lease(fid, url, depth, n, cb, grant, request, jar or 0, bool(listed))
+            for fid, url, depth, n, cb, _, request, grant, jar, listed in rows
         ]
 
     def _claim_politely(
@@ -251,7 +251,7 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
                 if p.revisit is None and p.http_status not in _SAYS_NOTHING:  # parsed
                     yielded = {r.id for r in p.records}
                     listing += [{"crawl": crawl, "id": rid, "page": fid} for rid in yielded]
-                    if p.lease.seen:  # parsed again: it may have dropped records
+                    if p.lease.listed:  # parsed again: it may have dropped records
                         dropped.append(
                             {"crawl": crawl, "page": fid, "ids": json.dumps(sorted(yielded))}
                         )
@@ -558,7 +558,9 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
         version: each ``(record as it was then, event)``, the event ``created``,
         ``updated`` or ``gone``, its ``last_changed`` when that version was made. The
         versions before the current one come from the outbox, as far back as its
-        retention (``prune_outbox``); the current one is the record itself."""
+        retention (``prune_outbox``), their data as JSON holds it (a split surrogate pair
+        reads as the one character it makes); the current one is the record itself,
+        exact."""
         batch: list[StoredRecord] = []
         for record in self.iter_records(crawl, since=0.0):
             batch.append(record)
@@ -577,15 +579,15 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
             with self._read() as tx:
                 return tx.rows("versions_of", {"crawl": crawl, "ids": [r.id for r in records]})
 
-        earlier: dict[str, dict[int, tuple[str, float, str]]] = {}
-        for rid, version, kind, at, data in self._run(go):
-            earlier.setdefault(rid, {}).setdefault(version, (kind, at, data))
+        earlier: dict[str, dict[int, tuple[str, float, str | None, str]]] = {}
+        for rid, version, kind, at, url, data in self._run(go):
+            earlier.setdefault(rid, {}).setdefault(version, (kind, at, url, data))
         for r in records:
-            for version, (kind, at, data) in sorted(earlier.get(r.id, {}).items()):
+            for version, (kind, at, url, data) in sorted(earlier.get(r.id, {}).items()):
                 if version < r.version:
                     gone = at if kind == "record.gone" else None
-                    then = replace(r, version=version, data=json.loads(data), last_changed=at,
-                                   gone_at=gone)  # fmt: skip
+                    then = replace(r, version=version, data=json.loads(data), url=url,
+                                   last_changed=at, gone_at=gone)  # fmt: skip
                     yield then, kind.removeprefix("record.")
             now = "gone" if r.gone_at is not None else "created" if r.version == 1 else "updated"
             yield r, now

@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 T = TypeVar("T")
 Params = Mapping[str, Any]
 #: A claimed row: frontier id, url, depth, attempts, callback, priority, request, grant id,
-#: the crawl's cookie jar version (None: no cookie stored yet), whether it was done before.
+#: the crawl's cookie jar version (None: no cookie stored yet), whether its page lists records.
 Claimed = tuple[int, str, int, int, str | None, int, str | None, int, int | None, bool]
 
 

@@ -221,8 +221,8 @@ class Lease:
     ``url`` is the frontier key and ``request`` the stored request, as in :class:`NewUrl`.
     ``cookies`` is the version of the crawl's stored cookies when it was granted: a
     worker whose jar is older loads them before it fetches (another worker logged in).
-    ``seen``: the URL was done (or failed) before, in an earlier pass: what its page
-    yields now may leave out records it yielded then.
+    ``listed``: the URL's page yielded records at its last parse (its listing, schema
+    SQLite 13): what it yields now may leave some of them out.
     """
 
     frontier_id: int
@@ -233,7 +233,7 @@ class Lease:
     grant_id: int
     request: str | None = None
     cookies: int = 0
-    seen: bool = False
+    listed: bool = False
 
 
 @pickled_as_tuple

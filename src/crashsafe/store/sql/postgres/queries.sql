@@ -53,7 +53,8 @@ SET state = 'leased', lease_owner = %(owner)s, grant_id = g.id,
 FROM granted g
 WHERE f.id = ANY((SELECT ids FROM picked)::bigint[]) AND f.id = g.frontier_id
 RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, f.request, g.id,
-          (SELECT version FROM cookie_jars WHERE crawl = %(crawl)s), f.done_at IS NOT NULL;
+          (SELECT version FROM cookie_jars WHERE crawl = %(crawl)s),
+          EXISTS (SELECT 1 FROM record_pages WHERE page = f.id);
 
 -- name: claim_after
 -- claim_due for a worker that knows where it stopped (store/postgres_cursors.py): in each
@@ -104,7 +105,8 @@ SET state = 'leased', lease_owner = %(owner)s, grant_id = g.id,
 FROM granted g
 WHERE f.id = ANY(%(ids)s::bigint[]) AND f.id = g.frontier_id
 RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, f.request, g.id,
-          (SELECT version FROM cookie_jars WHERE crawl = %(crawl)s), f.done_at IS NOT NULL;
+          (SELECT version FROM cookie_jars WHERE crawl = %(crawl)s),
+          EXISTS (SELECT 1 FROM record_pages WHERE page = f.id);
 
 -- name: claim_candidates
 -- What a polite claim chooses from (store/hosts.py): due URLs in the order they are due.
@@ -879,7 +881,7 @@ SELECT version, type, extract(epoch FROM at)::float8, data::text FROM (
 
 -- name: versions_of
 -- (SQLite's query says more.)
-SELECT record_id, version, type, extract(epoch FROM at)::float8, data::text FROM outbox
+SELECT record_id, version, type, extract(epoch FROM at)::float8, url, data::text FROM outbox
 WHERE crawl = %(crawl)s AND record_id = ANY(%(ids)s::text[])
 ORDER BY record_id, version, id;
 

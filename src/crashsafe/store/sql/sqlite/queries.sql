@@ -30,7 +30,8 @@ WHERE id IN (
 )
 AND NOT EXISTS (SELECT 1 FROM controls
                 WHERE crawl = :crawl AND (paused_at IS NOT NULL OR origins_paused > 0))
-RETURNING id, url, depth, attempts, callback, priority, request, done_at IS NOT NULL;
+RETURNING id, url, depth, attempts, callback, priority, request,
+          EXISTS (SELECT 1 FROM record_pages WHERE page = frontier.id);
 
 -- name: lease_ids
 UPDATE frontier
@@ -39,7 +40,8 @@ SET state = 'leased', lease_owner = :owner, lease_expires = :now + :lease_second
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND ((state = 'pending' AND next_attempt_at <= :now)
        OR (state = 'leased' AND lease_expires < :now))
-RETURNING id, url, depth, attempts, callback, priority, request, done_at IS NOT NULL;
+RETURNING id, url, depth, attempts, callback, priority, request,
+          EXISTS (SELECT 1 FROM record_pages WHERE page = frontier.id);
 
 -- name: add_grants
 INSERT INTO lease_grants (crawl, frontier_id, owner, granted_at)
@@ -679,7 +681,7 @@ SELECT version, type, at, data FROM (
 -- name: versions_of
 -- The versions the outbox holds of records :ids (a JSON array), oldest first: a record's
 -- history, as far back as the outbox's retention (store/sql_retention.py).
-SELECT record_id, version, type, at, data FROM outbox
+SELECT record_id, version, type, at, url, data FROM outbox
 WHERE crawl = :crawl AND record_id IN (SELECT value FROM json_each(:ids))
 ORDER BY record_id, version, id;
 
