@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from crashsafe.crawl.revisits import validators_of
+from crashsafe.errors import SchemaError
 from crashsafe.store import NewUrl, PageOutcome, RecordRow, Store, open_store
 from crashsafe.store import postgres as pg_store
 from crashsafe.store import sqlite as sqlite_store
@@ -128,3 +129,18 @@ def test_an_upgrade_knows_every_page_that_lists_a_record_from_the_pages_validato
         assert visit(q) == (1, False)
         clock.advance(4 * HOUR)
         assert visit(p) == (2, True)
+
+
+def test_a_writing_command_upgrades_an_older_postgresql_schema_a_reading_one_refuses(
+    pg_url: str,
+) -> None:
+    """As on SQLite: `crashsafe recrawl` (create=False, writing) upgrades the schema that
+    is there; `status` (readonly) refuses it, saying why, and changes nothing."""
+    open_store(pg_url).close()
+    back_to_before_listings(pg_url)
+    with pytest.raises(SchemaError, match="older crashsafe"):
+        open_store(pg_url, readonly=True)
+    with contextlib.closing(open_store(pg_url, create=False)) as store:
+        assert store.crawls() == []
+    with pg.connect(pg_url) as db:
+        assert db.execute("SELECT version FROM crashsafe_schema").fetchone() == (11,)

@@ -190,10 +190,10 @@ class PostgresStore(SQLStore):
         self._cursors = ClaimCursors(clock or time.monotonic)  # where this worker's claims resume
         self._conn = self._connect()
         try:
-            if readonly or not create:
+            if readonly:
                 self._check_schema()
-            else:
-                self._migrate()
+            elif create or self._check_schema(older=True) < MIGRATIONS[-1][0]:
+                self._migrate()  # (without create, only a schema that is there: as SQLite)
         except psycopg.Error as exc:
             self._conn.close()
             why = _why(exc, readonly=readonly)
@@ -245,7 +245,9 @@ class PostgresStore(SQLStore):
                     cur.execute(script)
                     cur.execute("UPDATE crashsafe_schema SET version = %s", (version,))
 
-    def _check_schema(self) -> None:
+    def _check_schema(self, *, older: bool = False) -> int:
+        """The schema's version; refused if missing, too new, or (unless ``older``) older
+        than this crashsafe's."""
         latest = MIGRATIONS[-1][0]
         with self._conn.transaction():
             current = self._schema_version(self._conn.cursor())
@@ -256,12 +258,13 @@ class PostgresStore(SQLStore):
             )
         if current > latest:
             raise self._too_new(current)
-        if current < latest:
+        if current < latest and not older:
             raise SchemaError(
                 f"{masked(self.url)} was written by an older crashsafe (schema version "
                 f"{current}): run `crashsafe crawl` on it once with this version (it "
                 "upgrades the schema), then read it"
             )
+        return current
 
     def _schema_version(self, cur: psycopg.Cursor[Any]) -> int | None:
         cur.execute(
