@@ -241,14 +241,16 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
             row = {"status": p.http_status, "error": error, "now": now, "id": fid,
                    "grant": grant}  # fmt: skip
             if p.kind == "done" or p.kind == "skipped":
+                parsed = p.revisit is None and p.http_status not in _SAYS_NOTHING
                 done.append({**row, "links_skipped": p.links_skipped, "links_cut": p.links_cut,
                              "validators": p.validators, "revisit": p.revisit,
-                             "body_bytes": p.body_bytes, "revisit_in": p.revisit_in})  # fmt: skip
+                             "body_bytes": p.body_bytes, "revisit_in": p.revisit_in,
+                             "listed": bool(p.records) if parsed else None})  # fmt: skip
                 changed += [{"crawl": crawl, "url": u.url, "changed_at": u.changed_at,
                              "now": now} for u in p.links if u.changed_at is not None]  # fmt: skip
                 touched += [{"crawl": crawl, "id": rid, "page": fid, "now": now}
                             for rid in p.kept]  # fmt: skip
-                if p.revisit is None and p.http_status not in _SAYS_NOTHING:  # parsed
+                if parsed:
                     yielded = {r.id for r in p.records}
                     listing += [{"crawl": crawl, "id": rid, "page": fid} for rid in yielded]
                     if p.lease.listed:  # parsed again: it may have dropped records

@@ -7,6 +7,7 @@ CREATE TABLE record_pages (
     PRIMARY KEY (crawl, record, page)
 );
 CREATE INDEX record_pages_page ON record_pages (page);
+ALTER TABLE frontier ADD COLUMN listed boolean NOT NULL DEFAULT false;
 
 INSERT INTO record_pages (crawl, record, page)
 SELECT r.crawl, r.id, r.page FROM records r
@@ -21,3 +22,4 @@ WHERE f.state = 'done' AND f.validators IS NOT NULL
   AND EXISTS (SELECT 1 FROM records r
               WHERE r.crawl = f.crawl AND r.id = j.value AND r.gone_at IS NULL)
 ON CONFLICT DO NOTHING;
+UPDATE frontier SET listed = true WHERE id IN (SELECT page FROM record_pages);

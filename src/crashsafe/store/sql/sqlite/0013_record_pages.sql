@@ -19,6 +19,11 @@ CREATE TABLE record_pages (
 ) WITHOUT ROWID;
 CREATE INDEX record_pages_page ON record_pages (page);
 
+-- Whether a page's listing holds records: its claim says so (Lease.listed), and only
+-- then does its commit look for records it dropped. A column the claim returns, not a
+-- lookup in record_pages per URL claimed.
+ALTER TABLE frontier ADD COLUMN listed INTEGER NOT NULL DEFAULT 0;
+
 -- The listings as the database knows them: each live record on the page that yielded it
 -- last (unless that page's last fetch dropped it), and on every page whose last parse
 -- yielded it by the ids each page keeps with its validators (since version 11; not a page
@@ -32,3 +37,4 @@ SELECT f.crawl, j.value, f.id FROM frontier f, json_each(f.validators, '$.record
 WHERE f.state = 'done' AND f.validators IS NOT NULL AND json_valid(f.validators)
   AND EXISTS (SELECT 1 FROM records r
               WHERE r.crawl = f.crawl AND r.id = j.value AND r.gone_at IS NULL);
+UPDATE frontier SET listed = 1 WHERE id IN (SELECT page FROM record_pages);

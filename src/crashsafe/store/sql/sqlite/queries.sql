@@ -30,8 +30,7 @@ WHERE id IN (
 )
 AND NOT EXISTS (SELECT 1 FROM controls
                 WHERE crawl = :crawl AND (paused_at IS NOT NULL OR origins_paused > 0))
-RETURNING id, url, depth, attempts, callback, priority, request,
-          EXISTS (SELECT 1 FROM record_pages WHERE page = frontier.id);
+RETURNING id, url, depth, attempts, callback, priority, request, listed;
 
 -- name: lease_ids
 UPDATE frontier
@@ -40,8 +39,7 @@ SET state = 'leased', lease_owner = :owner, lease_expires = :now + :lease_second
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND ((state = 'pending' AND next_attempt_at <= :now)
        OR (state = 'leased' AND lease_expires < :now))
-RETURNING id, url, depth, attempts, callback, priority, request,
-          EXISTS (SELECT 1 FROM record_pages WHERE page = frontier.id);
+RETURNING id, url, depth, attempts, callback, priority, request, listed;
 
 -- name: add_grants
 INSERT INTO lease_grants (crawl, frontier_id, owner, granted_at)
@@ -170,7 +168,8 @@ SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     links_skipped = :links_skipped, links_cut = :links_cut,
     done_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = frontier.crawl),
     validators = :validators, revisit = :revisit,
-    body_bytes = :body_bytes, next_visit_at = :now + coalesce(:revisit_in, 0)
+    body_bytes = :body_bytes, next_visit_at = :now + coalesce(:revisit_in, 0),
+    listed = coalesce(:listed, listed)
 WHERE id = :id AND grant_id = :grant AND state = 'leased';
 
 -- name: mark_retry
