@@ -922,14 +922,9 @@ FROM unnest(%(crawl)s::text[], %(id)s::text[], %(page)s::bigint[], %(now)s::floa
 WHERE r.crawl = u.crawl AND r.id = u.id;
 
 -- name: list_records
--- many (SQLite's query says more). A row a page's listing has already (a page parsed
--- again, most of its records the same) is found by index and not inserted again: an
--- insert that conflicts costs a speculative insertion.
+-- many (SQLite's query says more).
 INSERT INTO record_pages (crawl, record, page)
-SELECT u.crawl, u.id, u.page
-FROM unnest(%(crawl)s::text[], %(id)s::text[], %(page)s::bigint[]) AS u(crawl, id, page)
-WHERE NOT EXISTS (SELECT 1 FROM record_pages
-                  WHERE crawl = u.crawl AND record = u.id AND page = u.page OFFSET 0)
+SELECT * FROM unnest(%(crawl)s::text[], %(id)s::text[], %(page)s::bigint[])
 ON CONFLICT DO NOTHING;
 
 -- name: take_dropped
