@@ -104,3 +104,5 @@ def test_a_records_versions_read_back_oldest_first_as_far_back_as_the_retention(
     store.prune_outbox(C, 31.5 * DAY)  # versions made more than 31.5 days ago go: v1 of a
     history = [(r.key, r.version, event) for r, event in store.iter_versions(C)]
     assert history == [("a", 2, "updated"), ("a", 3, "gone"), ("b", 1, "created")]
+    only_b = [(r.key, r.version) for r, _ in store.iter_versions(C, keys={"b", "zz"})]
+    assert only_b == [("b", 1)]

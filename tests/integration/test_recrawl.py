@@ -83,3 +83,7 @@ def test_recrawl_finds_exactly_the_changed_prices_and_the_gone_products(
     ]
     missing = run_cli("history", "--db", any_db_url, "--key", "SKU-nope")
     assert missing.returncode == 1 and "no record with the key SKU-nope" in missing.stderr
+    partly = run_cli("history", "--db", any_db_url, "--key", one, "--key", "SKU-nope")
+    assert partly.returncode == 0, partly.stderr
+    assert "no record with the key SKU-nope" in partly.stderr
+    assert "wrote 2 version(s) of 1 record(s)" in partly.stderr

@@ -8,11 +8,11 @@ import errno
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import click
 
@@ -23,6 +23,8 @@ from crashsafe.errors import ConfigError, CrashsafeError
 from crashsafe.exports import Written, format_of, item_rows, write_rows
 from crashsafe.files import atomic_text
 from crashsafe.store import Store
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def parse_since(
@@ -56,7 +58,7 @@ def parse_since(
 
 
 @contextlib.contextmanager
-def _open_output(path: str | None) -> Iterator[IO[str]]:
+def open_output(path: str | None) -> Iterator[IO[str]]:
     if path is None:
         yield sys.stdout
         return
@@ -161,7 +163,7 @@ class Feed:
         self.check()
         store = open_db(db_url, readonly=True)
         try:
-            with _open_output(str(self.path)) as out:
+            with open_output(str(self.path)) as out:
                 written = write_records(store, [crawl], out, self.fmt)
         finally:
             store.close()
@@ -172,16 +174,23 @@ class Feed:
         return written.rows
 
 
+def output_options(f: F) -> F:
+    """``--format`` and ``-o``: what `export` and `history` write, and where."""
+    f = click.option(
+        "-o", "--output", type=click.Path(dir_okay=False), help="File (default stdout)."
+    )(f)
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["jsonl", "json", "csv"]),
+        help="Default: from the extension of -o (.jsonl, .json, .csv), else jsonl.",
+    )(f)
+
+
 @click.command()
 @db_option()
 @click.option("--crawl", "crawl_name", help="Only this crawl.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["jsonl", "json", "csv"]),
-    help="Default: from the extension of -o (.jsonl, .json, .csv), else jsonl.",
-)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="File (default stdout).")
+@output_options
 @click.option(
     "--since",
     help="A change feed: records created, changed or gone at or after this time (ISO, or "
@@ -227,7 +236,7 @@ def export(
     try:
         names = crawl_names(store, crawl_name)
         since_ts = parse_since(since, store, crawl_name)
-        with _open_output(output) as out:
+        with open_output(output) as out:
             written = write_records(
                 store, names, out, fmt, since=since_ts, changed_only=changed_only,
                 with_meta=with_meta, raw=csv_raw,

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from crashsafe.cli.common import one_crawl
-from crashsafe.cli.export_cmd import _open_output
+from crashsafe.cli.export_cmd import open_output, output_options
 from crashsafe.cli.options import db_option, open_db
 from crashsafe.errors import ConfigError
 from crashsafe.exports import META_PREFIX, format_of, item_row, write_rows
@@ -38,13 +38,7 @@ def version_row(record: StoredRecord, event: str) -> Any:
     help="Only the record with this key (a Record's key, or an item's item_key value); "
          "repeat it for more.",
 )  # fmt: skip
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["jsonl", "json", "csv"]),
-    help="Default: from the extension of -o (.jsonl, .json, .csv), else jsonl.",
-)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="File (default stdout).")
+@output_options
 def history(
     db_url: str, crawl_name: str | None, keys: tuple[str, ...], fmt: str | None, output: str | None
 ) -> None:
@@ -59,24 +53,27 @@ def history(
     """
     fmt = fmt or (format_of(output) if output else "jsonl")
     store = open_db(db_url, readonly=True)
-    wanted = set(keys)
-    found: set[str] = set()
+    wanted = set(keys) or None
+    found: set[str] = set()  # record ids
+    seen_keys: set[str] = set()
     try:
         crawl = one_crawl(store, crawl_name)
 
         def rows() -> Iterator[Any]:
-            for record, event in store.iter_versions(crawl):
-                if wanted and record.key not in wanted:
-                    continue
+            for record, event in store.iter_versions(crawl, keys=wanted):
                 found.add(record.id)
+                seen_keys.add(record.key)
                 yield version_row(record, event)
 
-        with _open_output(output) as out:
+        with open_output(output) as out:
             written = write_rows(rows, out, fmt)
     finally:
         store.close()
+    missing = sorted((wanted or set()) - seen_keys)
     if wanted and not found:
-        raise ConfigError(f"{crawl}: no record with the key {' or '.join(sorted(wanted))}")
+        raise ConfigError(f"{crawl}: no record with the key {' or '.join(missing)}")
+    if missing:
+        click.echo(f"{crawl}: no record with the key {' or '.join(missing)}", err=True)
     click.echo(
         f"wrote {written.rows} version(s) of {len(found)} record(s) to {output or 'stdout'}",
         err=True,

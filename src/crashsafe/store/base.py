@@ -16,7 +16,7 @@ as instants of the worker's clock; instants a store returns (``first_seen``,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from crashsafe.store.control_values import AuditEntry, Control, PausedOrigin
@@ -235,10 +235,13 @@ class Store(Protocol):
         """``(version, event type, when, data)`` of a record's versions, oldest first."""
         ...
 
-    def iter_versions(self, crawl: str) -> Iterator[tuple[StoredRecord, str]]:
-        """Every version stored of ``crawl``'s records (gone ones too), by record id then
-        version: ``(the record as it was then, "created" | "updated" | "gone")``; the
-        earlier versions as far back as the outbox's retention."""
+    def iter_versions(
+        self, crawl: str, *, keys: Collection[str] | None = None
+    ) -> Iterator[tuple[StoredRecord, str]]:
+        """Every version stored of ``crawl``'s records (of those whose key is in ``keys``;
+        gone ones too), by record id then version: ``(the record as it was then,
+        "created" | "updated" | "gone")``; the earlier versions as far back as the
+        outbox's retention."""
         ...
 
     def find_records(self, crawl: str, text: str, *, limit: int = 50) -> list[StoredRecord]:

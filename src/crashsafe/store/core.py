@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -555,16 +555,20 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
 
         return [(v, kind, at, json.loads(data)) for v, kind, at, data in self._run(go)]
 
-    def iter_versions(self, crawl: str) -> Iterator[tuple[StoredRecord, str]]:
-        """Every version stored of ``crawl``'s records, gone ones too, by record id then
-        version: each ``(record as it was then, event)``, the event ``created``,
-        ``updated`` or ``gone``, its ``last_changed`` when that version was made. The
-        versions before the current one come from the outbox, as far back as its
-        retention (``prune_outbox``), their data as JSON holds it (a split surrogate pair
-        reads as the one character it makes); the current one is the record itself,
-        exact."""
+    def iter_versions(
+        self, crawl: str, *, keys: Collection[str] | None = None
+    ) -> Iterator[tuple[StoredRecord, str]]:
+        """Every version stored of ``crawl``'s records (of those whose key is in ``keys``),
+        gone ones too, by record id then version: each ``(record as it was then,
+        event)``, the event ``created``, ``updated`` or ``gone``, its ``last_changed``
+        when that version was made. The versions before the current one come from the
+        outbox, as far back as its retention (``prune_outbox``), their data as JSON holds
+        it (a split surrogate pair reads as the one character it makes); the current one
+        is the record itself, exact. The outbox is read for the records wanted only."""
         batch: list[StoredRecord] = []
         for record in self.iter_records(crawl, since=0.0):
+            if keys is not None and record.key not in keys:
+                continue
             batch.append(record)
             if len(batch) == self.read_page:
                 yield from self._versions(crawl, batch)
