@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -47,43 +46,39 @@ def blocked_by(db: Any, pids: set[int]) -> set[int]:
     return {pid for (pid,) in rows}
 
 
-@contextmanager
-def held_open(url: str, store: Store, lease: Lease, outcome: PageOutcome) -> Iterator[Any]:
-    """Commit ``outcome`` in a thread, held open by a lock on ``lease``'s grant until the
-    block ends; yields (the watching connection, the pids waiting on the hold)."""
+def committing(store: Store, outcome: PageOutcome) -> tuple[threading.Thread, list[Any]]:
+    """``outcome`` committed by ``store`` in a thread; its answer lands in the list."""
+    answers: list[Any] = []
+    thread = threading.Thread(target=lambda: answers.append(store.commit_pages(C, [outcome])))
+    thread.start()
+    return thread, answers
+
+
+def commit_at_once(
+    url: str, first: PageOutcome, by: Store, then: PageOutcome, by_too: Store
+) -> None:
+    """``first`` committed by ``by``, held open by a lock on its lease's grant (its
+    records written, its commit not ended), while ``by_too`` commits ``then``; the hold
+    ends once the second commit is done or waits on the first. Both commit."""
     lock, watch = pg.connect(url), pg.connect(url)
     lock.autocommit = False
-    lock.execute("SELECT 1 FROM lease_grants WHERE id = %s FOR UPDATE", [lease.grant_id])
+    lock.execute("SELECT 1 FROM lease_grants WHERE id = %s FOR UPDATE", [first.lease.grant_id])
     holder = {int(lock.info.backend_pid)}
-    answers: list[Any] = []
-    thread = threading.Thread(target=lambda: answers.append(store.commit_pages(C, [outcome])))
-    thread.start()
+    started = []
     try:
+        started.append(committing(by, first))
         wait_for(lambda: bool(blocked_by(watch, holder)))
-        yield watch, blocked_by(watch, holder)
+        held = blocked_by(watch, holder)
+        started.append(committing(by_too, then))
+        second = started[1][0]
+        wait_for(lambda: not second.is_alive() or bool(blocked_by(watch, held)))
     finally:
         lock.rollback()
-        thread.join(60)
+        for thread, _ in started:
+            thread.join(60)
         lock.close()
         watch.close()
-    assert answers == [[None]]
-
-
-def commit_waiting(
-    watch: Any, held: set[int], store: Store, outcome: PageOutcome
-) -> Callable[[], None]:
-    """Commit ``outcome`` in a thread; return once it is done or waits on the held commit;
-    the function returned joins it and checks its answer."""
-    answers: list[Any] = []
-    thread = threading.Thread(target=lambda: answers.append(store.commit_pages(C, [outcome])))
-    thread.start()
-    wait_for(lambda: not thread.is_alive() or bool(blocked_by(watch, held)))
-
-    def join() -> None:
-        thread.join(60)
-        assert answers == [[None]]
-
-    return join
+    assert [answers for _, answers in started] == [[[None]], [[None]]]
 
 
 def lease_all(store: Store) -> dict[str, Lease]:
@@ -104,9 +99,7 @@ def test_a_page_that_lists_a_record_while_its_old_page_drops_it_at_once(
     leased = lease_all(one)
     lists = PageOutcome(leased[Q], "done", 200, records=[x], revisit_in=HOUR)
     drops = PageOutcome(leased[P], "done", 200, revisit_in=100 * HOUR)
-    with held_open(pg_url, one, leased[Q], lists) as (watch, held):
-        join = commit_waiting(watch, held, two, drops)
-    join()
+    commit_at_once(pg_url, lists, one, drops, two)
     one.finish_pass(C)
     assert record_x(one) == (1, None)
     clock.advance(HOUR)
@@ -131,9 +124,7 @@ def test_two_pages_that_drop_a_record_at_once_leave_it_to_a_third_that_lists_it(
     assert sorted(leased) == [a, b]
     drop_a = PageOutcome(leased[a], "done", 200, revisit_in=100 * HOUR)
     drop_b = PageOutcome(leased[b], "done", 200, revisit_in=100 * HOUR)
-    with held_open(pg_url, one, leased[a], drop_a) as (watch, held):
-        join = commit_waiting(watch, held, two, drop_b)
-    join()
+    commit_at_once(pg_url, drop_a, one, drop_b, two)
     one.finish_pass(C)
     assert record_x(one) == (1, None)
 
