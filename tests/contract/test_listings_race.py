@@ -174,9 +174,26 @@ def test_the_listing_queries_look_up_by_index_whatever_the_statistics_say(
             params: dict[str, Any] = {"crawl": "c", "now": 1.0, "pass": 2}
         elif query == "list_records":
             params = {"crawl": ["c"] * 16, "id": [f"r{p * 100}" for p in pages],
-                                      "page": pages}  # fmt: skip
+                      "page": pages}  # fmt: skip
         else:
             ids = [json.dumps([f"r{p * 100 + j}" for j in range(1, 100)]) for p in pages]
             params = {"crawl": ["c"] * 16, "page": pages, "ids": ids}
         plan = "\n".join(row[0] for row in db.execute("EXPLAIN " + Q[query], params).fetchall())
     assert "Seq Scan on records" not in plan and "Seq Scan on record_pages" not in plan, plan
+
+
+@pytest.mark.parametrize("query", ["take_dropped", "unlist_dropped"])
+def test_a_pages_dropped_records_are_a_set_difference_not_a_scan_per_row(
+    pg_url: str, query: str
+) -> None:
+    """Which records a page parsed again no longer yields: its listing less the ids it
+    yielded, hashed. Tested against the array of ids row by row (``<> ALL``), a page of
+    20 000 records took 6 s a commit (the ids scanned once per listed record)."""
+    from crashsafe.store.postgres import Q
+
+    open_store(pg_url).close()
+    with pg.connect(pg_url) as db:
+        ids = json.dumps([f"r{n}" for n in range(100)])
+        params = {"crawl": ["c"], "page": [1], "ids": [ids]}
+        plan = "\n".join(row[0] for row in db.execute("EXPLAIN " + Q[query], params).fetchall())
+    assert "<> ALL" not in plan and "SetOp" in plan, plan

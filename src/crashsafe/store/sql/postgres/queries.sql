@@ -937,11 +937,10 @@ ON CONFLICT DO NOTHING;
 WITH dropped AS MATERIALIZED (
     SELECT u.crawl, l.record, u.page
     FROM unnest(%(crawl)s::text[], %(page)s::bigint[], %(ids)s::text[]) AS u(crawl, page, ids)
-    CROSS JOIN LATERAL (
-        SELECT record FROM record_pages
-        WHERE page = u.page
-          AND NOT record = ANY (ARRAY(SELECT json_array_elements_text(u.ids::json)))
-        OFFSET 0
+    CROSS JOIN LATERAL (  -- (a set difference: hashed, not a scan of the ids per row)
+        SELECT record FROM record_pages WHERE page = u.page
+        EXCEPT
+        SELECT json_array_elements_text(u.ids::json)
     ) AS l
     ORDER BY u.crawl, l.record
 ), taken AS MATERIALIZED (
@@ -963,14 +962,18 @@ WHERE ctid = ANY (ARRAY(SELECT row FROM taken));
 -- commit only, so none moves under this statement.
 DELETE FROM record_pages
 WHERE ctid = ANY (ARRAY(
-    SELECT l.ctid
-    FROM unnest(%(page)s::bigint[], %(ids)s::text[]) AS u(page, ids)
+    SELECT rp.ctid
+    FROM unnest(%(crawl)s::text[], %(page)s::bigint[], %(ids)s::text[]) AS u(crawl, page, ids)
+    CROSS JOIN LATERAL (
+        SELECT record FROM record_pages WHERE page = u.page
+        EXCEPT
+        SELECT json_array_elements_text(u.ids::json)
+    ) AS l
     CROSS JOIN LATERAL (
         SELECT ctid FROM record_pages
-        WHERE page = u.page
-          AND NOT record = ANY (ARRAY(SELECT json_array_elements_text(u.ids::json)))
+        WHERE crawl = u.crawl AND record = l.record AND page = u.page
         OFFSET 0
-    ) AS l
+    ) AS rp
 ));
 
 -- name: page_validators
