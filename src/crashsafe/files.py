@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -79,7 +80,18 @@ def private_folder(path: Path) -> None:
 def atomic_text(path: Path) -> Iterator[IO[str]]:
     """Write ``path`` whole or not at all: a temporary file beside it (``0600``), fsync'd,
     then renamed over it. A kill or an error half-way leaves the previous file as it was
-    and no truncated one."""
+    and no truncated one. A symbolic link stays: the file it names is the one replaced.
+    What is not a file (a FIFO, ``/dev/stdout``, a device) is written as it is, in
+    place: renaming over it would put a file where it was."""
+    try:
+        mode: int | None = os.stat(path).st_mode  # (through links)
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        with open(path, "w", encoding="utf-8", newline="") as stream:
+            yield stream
+        return
+    path = Path(os.path.realpath(path))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, follow=False)

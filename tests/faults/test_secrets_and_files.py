@@ -160,6 +160,33 @@ def test_an_export_that_fails_half_way_leaves_the_previous_file_whole(tmp_path: 
     assert target.read_text() == "the new export\n"
 
 
+def test_an_export_through_a_link_replaces_the_file_and_one_to_a_fifo_writes_in_place(
+    tmp_path: Path,
+) -> None:
+    """-o names a link: the file it names gets the export, the link stays a link. -o
+    names a FIFO (or /dev/stdout, a device): the reader at its end gets the export, and
+    no file takes the FIFO's place (as root, once, a device node was replaced)."""
+    import threading
+
+    from crashsafe.files import atomic_text
+
+    real, link = tmp_path / "real.jsonl", tmp_path / "link.jsonl"
+    real.write_text("old\n")
+    link.symlink_to(real)
+    with atomic_text(link) as out:
+        out.write("new\n")
+    assert link.is_symlink() and real.read_text() == "new\n"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    with atomic_text(fifo) as out:
+        out.write("through the pipe\n")
+    reader.join(30)
+    assert got == ["through the pipe\n"] and stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
 def test_a_lock_path_of_the_wrong_kind_is_a_one_line_error(tmp_path: Path) -> None:
     (tmp_path / "results.jsonl.lock").mkdir()  # a folder where the lock file goes
     with pytest.raises(ConfigError, match="is a folder where crashsafe needs a file"):
