@@ -20,6 +20,7 @@ from crashsafe.batch.llm import Classifier, redact
 from crashsafe.demo.server import AppThread
 from crashsafe.demo.shop import ShopThread
 from crashsafe.errors import ConfigError
+from crashsafe.store import NewUrl, PageOutcome, RecordRow, open_store
 from tests.helpers import CLI, cli_env, run_cli
 
 KEY = "sk-planted-0123456789abcdef"
@@ -185,6 +186,31 @@ def test_an_export_through_a_link_replaces_the_file_and_one_to_a_fifo_writes_in_
         out.write("through the pipe\n")
     reader.join(30)
     assert got == ["through the pipe\n"] and stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+@pytest.mark.parametrize("command", ["status", "export", "history"])
+def test_stdout_on_a_full_disk_is_one_line_and_a_failure(tmp_path: Path, command: str) -> None:
+    """`crashsafe status > file` on a full disk: exit 1 and one line saying so, not a
+    traceback, nor (as click's probe of the stream swallowed the first error) exit 0
+    with nothing written."""
+    from tests.helpers import CLI, cli_env
+
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    store = open_store(db)
+    store.enqueue("c", [NewUrl("http://a/1")])
+    [lease] = store.lease("c", store.register_worker(), 1, 60)
+    store.commit_pages("c", [PageOutcome(lease, "done", 200, records=[
+        RecordRow.build(id="k", source="s", key="k", url=None, data={"a": 1})])])  # fmt: skip
+    store.close()
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([*CLI, command, "--db", db], stdout=full, stderr=subprocess.PIPE,
+                              text=True, env=cli_env(), timeout=120)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "Error: cannot write the output: the disk it goes to is full; free some space and "
+        "run the same command again"
+    ]
 
 
 def test_a_lock_path_of_the_wrong_kind_is_a_one_line_error(tmp_path: Path) -> None:
