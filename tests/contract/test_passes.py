@@ -186,22 +186,27 @@ def test_a_record_two_pages_list_is_gone_only_when_neither_does(
     assert version == 2 and gone_at is not None
 
 
-def test_a_lease_says_whether_its_page_lists_records(store: Store, clock: ManualClock) -> None:
+def test_a_lease_says_whether_its_page_lists_records_and_what_its_fetch_showed(
+    store: Store, clock: ManualClock
+) -> None:
     """Only a page whose last parse yielded records can have dropped some: the commit
-    looks for them then. A page done without records, or never done, lists none."""
+    looks for them then. A page done without records, or never done, lists none. The
+    claim also hands out what each page's last fetch showed (its validators), with which
+    a recrawl asks for changes only."""
     r = "http://a/r"
     store.enqueue(C, [NewUrl(P), NewUrl(r)])
     owner = store.register_worker()
     first = store.lease(C, owner, 10, 60)
-    assert [x.listed for x in first] == [False, False]
+    assert [(x.listed, x.seen) for x in first] == [(False, None), (False, None)]
     store.commit_pages(C, [PageOutcome(x, "done", 200, revisit_in=HOUR,
-                                       records=[rec("x", "1")] if x.url == P else [])
+                                       records=[rec("x", "1")] if x.url == P else [],
+                                       validators='{"etag":"v1"}' if x.url == P else None)
                            for x in first])  # fmt: skip
     clock.advance(HOUR)
     assert store.begin_pass(C).started.requeued == 2
     store.enqueue(C, [NewUrl(Q)])  # a link found in the pass
-    leases = {x.url: x.listed for x in store.lease(C, owner, 10, 60)}
-    assert leases == {P: True, r: False, Q: False}
+    leases = {x.url: (x.listed, x.seen) for x in store.lease(C, owner, 10, 60)}
+    assert leases == {P: (True, '{"etag":"v1"}'), r: (False, None), Q: (False, None)}
 
 
 @pytest.mark.parametrize("how", ["retry", "retry the URL"])

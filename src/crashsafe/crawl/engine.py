@@ -46,7 +46,6 @@ from crashsafe.tracing import span, tracer_from_env
 if TYPE_CHECKING:
     from crashsafe.crawl.metrics import WorkerMetrics
     from crashsafe.crawl.pages import PageProcessor
-    from crashsafe.crawl.revisits import Seen
     from crashsafe.crawl.sessions import CookieSync
 
 # aiohttp (fetch, pages, addresses), yarl (allow) and rich (progress) are imported when a
@@ -160,7 +159,6 @@ class Crawler:
         self._stall = _Stall(time.monotonic, self.settings.unreachable_timeout)
         self._cancelled_by: str | None = None
         self._metrics = metrics
-        self._seen: dict[int, str] = {}  # a recrawl: validators of the pages leased
         self._tracer = tracer if tracer is not None else tracer_from_env()
         self._passes: PassKeeper | None = None
         self.schedule = schedule
@@ -281,13 +279,6 @@ class Crawler:
                 with contextlib.suppress(Exception):
                     await self._call(self.store.release, self.crawl, [(x, False) for x in leases])
                 return
-        if self._processor.seen_of is not None and leases:
-            # A recrawl: what each page's last fetch showed, for the batch in one call
-            # (one per page waited behind every commit and tripled a recrawl's time).
-            # Not found, or not read: the page is fetched whole, which is always right.
-            with contextlib.suppress(Exception):
-                ids = [x.frontier_id for x in leases]
-                self._seen.update(await self._call(self.store.validators, self.crawl, ids))
         for lease in leases:
             task = asyncio.create_task(self._run_page(lease))
             self._inflight[task] = _InFlight(lease)
@@ -325,7 +316,6 @@ class Crawler:
                 await self._call(self.store.release, self.crawl, [(lease, slot.requested)])
         finally:
             self._inflight.pop(task, None)
-            self._seen.pop(lease.frontier_id, None)
             # The committer refills slots as pages commit; the main loop only needs waking
             # when the last page is out (the crawl may be over) or on a stop.
             if not self._inflight or self._stopping:
@@ -446,7 +436,7 @@ class Crawler:
                 self.schedule is not None  # passes may begin while it runs
                 or await self._call(self.store.last_pass_at, self.crawl) is not None
             ):
-                processor.seen_of = self._seen_of  # a recrawl: changes only (revisits.py)
+                processor.asks_changes = True  # a recrawl: changes only (revisits.py)
             if self.schedule is not None:  # a crawl that keeps running (crawl/passes.py)
                 schedule = replace(self.schedule, early=self.settings.revisit_min / 4)
                 self._passes = PassKeeper(schedule, self._call, self.store, self.crawl)
@@ -472,13 +462,6 @@ class Crawler:
             interrupted, time.monotonic() - started, stats, self._gave_up, self._waited,
             self._limit, self._cancelled_by,
         )  # fmt: skip
-
-    async def _seen_of(self, frontier_id: int) -> Seen | None:
-        """What the page's last fetch showed (crawl/revisits.py), as read when it was
-        leased."""
-        from crashsafe.crawl.revisits import Seen
-
-        return Seen.parse(self._seen.pop(frontier_id, None))
 
     async def _loop(self) -> bool:
         s = self.settings

@@ -133,8 +133,9 @@ class PageProcessor:
     ) -> None:
         self.spider = spider
         self.renderer = renderer  # set when the crawl may render pages
-        # In a recrawl: what a page's last fetch showed (crawl/revisits.py), or None.
-        self.seen_of: Callable[[int], Awaitable[Seen | None]] | None = None
+        #: A recrawl: a page asks for changes only, from what its lease says its last
+        #: fetch showed (``Lease.seen``, read by the claim).
+        self.asks_changes = False
         self.fingerprint = spider_fingerprint(spider, settings)
         self.modes = modes or RenderModes()
         self.tracer: Any = None  # OpenTelemetry (crashsafe/tracing.py): spans when set
@@ -270,12 +271,12 @@ class PageProcessor:
         seen = prior = None
         sent = request
         if (
-            self.seen_of is not None
+            self.asks_changes
             and mode is None
             and request.method == "GET"
             and (not request.body_bytes)
         ):  # a recrawl: ask for the page only if it changed
-            prior = await self.seen_of(lease.frontier_id)
+            prior = Seen.parse(lease.seen)
             if prior is not None and prior.spider == self.fingerprint and prior.url == request.url:
                 seen = prior
                 sent = replace(request, headers={**(request.headers or {}), **seen.conditional()})

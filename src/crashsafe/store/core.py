@@ -133,8 +133,8 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
                     rows = self._claim_politely(tx, p, politeness or Politeness(), paused=True)
         rows.sort(key=lambda r: (-r[5], r[0]))  # RETURNING does not keep the order
         return [
-            Lease(fid, url, depth, n, cb, grant, request, jar or 0, bool(listed))
-            for fid, url, depth, n, cb, _, request, grant, jar, listed in rows
+            Lease(fid, url, depth, n, cb, grant, request, jar or 0, bool(listed), seen)
+            for fid, url, depth, n, cb, _, request, grant, jar, listed, seen in rows
         ]
 
     def _claim_politely(

@@ -18,8 +18,9 @@ from typing import Any, Protocol, TypeVar
 T = TypeVar("T")
 Params = Mapping[str, Any]
 #: A claimed row: frontier id, url, depth, attempts, callback, priority, request, grant id,
-#: the crawl's cookie jar version (None: no cookie stored yet), whether its page lists records.
-Claimed = tuple[int, str, int, int, str | None, int, str | None, int, int | None, bool]
+#: the crawl's cookie jar version (None: no cookie stored yet), whether its page lists records,
+#: what its last fetch showed (``frontier.validators``).
+Claimed = tuple[int, str, int, int, str | None, int, str | None, int, int | None, bool, str | None]
 
 
 class Tx(Protocol):

@@ -337,7 +337,7 @@ class SQLiteStore(SQLStore):
         grants = dict(tx.rows("add_grants", {**p, "ids": [r[0] for r in rows]}))
         tx.many("set_grant", [{"grant": g, "id": fid} for fid, g in grants.items()])
         version = first(tx.rows("cookie_jar_version", p))
-        return [(*r[:7], grants[r[0]], version, r[7]) for r in rows]
+        return [(*r[:7], grants[r[0]], version, *r[7:]) for r in rows]
 
     # -- liveness: lock files beside the database ------------------------------------------
     def _take_liveness(self, owner: str, tx: Tx) -> None:

@@ -222,7 +222,9 @@ class Lease:
     ``cookies`` is the version of the crawl's stored cookies when it was granted: a
     worker whose jar is older loads them before it fetches (another worker logged in).
     ``listed``: the URL's page yielded records at its last parse (its listing, schema
-    SQLite 13): what it yields now may leave some of them out.
+    SQLite 13): what it yields now may leave some of them out. ``seen``: what the page's
+    last fetch showed (its validators, digest and record ids: ``crawl/revisits.py``), None
+    for a page never fetched; a recrawl asks for changes only with it.
     """
 
     frontier_id: int
@@ -234,6 +236,7 @@ class Lease:
     request: str | None = None
     cookies: int = 0
     listed: bool = False
+    seen: str | None = None
 
 
 @pickled_as_tuple

@@ -53,7 +53,7 @@ SET state = 'leased', lease_owner = %(owner)s, grant_id = g.id,
 FROM granted g
 WHERE f.id = ANY((SELECT ids FROM picked)::bigint[]) AND f.id = g.frontier_id
 RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, f.request, g.id,
-          (SELECT version FROM cookie_jars WHERE crawl = %(crawl)s), f.listed;
+          (SELECT version FROM cookie_jars WHERE crawl = %(crawl)s), f.listed, f.validators;
 
 -- name: claim_after
 -- claim_due for a worker that knows where it stopped (store/postgres_cursors.py): in each
@@ -104,7 +104,7 @@ SET state = 'leased', lease_owner = %(owner)s, grant_id = g.id,
 FROM granted g
 WHERE f.id = ANY(%(ids)s::bigint[]) AND f.id = g.frontier_id
 RETURNING f.id, f.url, f.depth, f.attempts, f.callback, f.priority, f.request, g.id,
-          (SELECT version FROM cookie_jars WHERE crawl = %(crawl)s), f.listed;
+          (SELECT version FROM cookie_jars WHERE crawl = %(crawl)s), f.listed, f.validators;
 
 -- name: claim_candidates
 -- What a polite claim chooses from (store/hosts.py): due URLs in the order they are due.

@@ -30,7 +30,7 @@ WHERE id IN (
 )
 AND NOT EXISTS (SELECT 1 FROM controls
                 WHERE crawl = :crawl AND (paused_at IS NOT NULL OR origins_paused > 0))
-RETURNING id, url, depth, attempts, callback, priority, request, listed;
+RETURNING id, url, depth, attempts, callback, priority, request, listed, validators;
 
 -- name: lease_ids
 UPDATE frontier
@@ -39,7 +39,7 @@ SET state = 'leased', lease_owner = :owner, lease_expires = :now + :lease_second
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND ((state = 'pending' AND next_attempt_at <= :now)
        OR (state = 'leased' AND lease_expires < :now))
-RETURNING id, url, depth, attempts, callback, priority, request, listed;
+RETURNING id, url, depth, attempts, callback, priority, request, listed, validators;
 
 -- name: add_grants
 INSERT INTO lease_grants (crawl, frontier_id, owner, granted_at)
