@@ -1,13 +1,15 @@
 """A recrawl of the demo shop: what it transfers and how long it takes, against the first
 crawl, unchanged and after a repricing round (issue #29).
 
-    .venv/bin/python benchmarks/recrawl.py [--products 10000] [--repeat 3]
+    .venv/bin/python benchmarks/recrawl.py [--products 10000] [--repeat 3] [--page-kb 0]
 
 Each repeat: a fresh SQLite crawl of the shop (`crashsafe crawl`, a subprocess), then
 `crashsafe recrawl` and the same crawl again with the shop unchanged, then once more after
 the shop moved to its next repricing round (about 10 % of prices changed, 2 % of products
 discontinued). The shop counts the page bodies it sent (`/stats` bytes; each response's
-headers, some 200 bytes, come on top for a 200 and a 304 alike). Medians.
+headers, some 200 bytes, come on top for a 200 and a 304 alike). Medians. ``--page-kb N``
+gives every page about N KB of a real page's weight (styles, structured data, a menu and
+footer: ``demo-site --page-kb``); the demo's own pages are some 250 bytes.
 """
 
 from __future__ import annotations
@@ -59,8 +61,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--products", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--page-kb", type=int, default=0)
     args = parser.parse_args()
-    options = ShopOptions(listings=max(1, args.products // 20), per_listing=20, pager=10)
+    options = ShopOptions(listings=max(1, args.products // 20), per_listing=20, pager=10,
+                          page_kb=args.page_kb)  # fmt: skip
     rows: dict[str, list[tuple[float, int, int, int]]] = {}
     port = free_port()  # the same shop URLs for every crawl of a repeat
     for rep in range(args.repeat):
@@ -82,7 +86,8 @@ def main() -> None:
                       f"{parsed:,} parsed", flush=True)  # fmt: skip
     first_wall = median([r[0] for r in rows["first crawl"]])
     first_bytes = median([r[1] for r in rows["first crawl"]])
-    print(f"\n{options.pages:,} pages, medians of {args.repeat}")
+    weight = f", {args.page_kb} KB of page weight added" if args.page_kb else ""
+    print(f"\n{options.pages:,} pages{weight}, medians of {args.repeat}")
     print(f"{'':<22} {'seconds':>8} {'body bytes':>12} {'304s':>7} {'parsed':>7} "
           f"{'time':>6} {'bytes':>6}")  # fmt: skip
     for name, rs in rows.items():

@@ -6,9 +6,10 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
 from crashsafe.demo.shop import ShopOptions, ShopThread, discontinued, product
-from tests.helpers import get_json
+from tests.helpers import exported, get_json, run_cli
 
 
 def get(url: str, **headers: str) -> tuple[int, dict[str, str], bytes]:
@@ -56,3 +57,26 @@ def test_a_repricing_round_changes_exactly_the_validators_of_what_it_changed() -
             changed += moved
             same += not moved
     assert changed > 0 and same > 0
+
+
+def test_page_weight_adds_kilobytes_the_demo_spider_ignores(
+    shop: Callable[..., ShopThread], tmp_path: Path
+) -> None:
+    """``page_kb`` (``demo-site --page-kb``, benchmarks/recrawl.py) gives every page a real
+    page's weight; the crawl finds the same products, and a 304 still holds."""
+    plain, heavy = shop(listings=2, per_listing=5), shop(listings=2, per_listing=5, page_kb=20)
+    for path in ("/list/0", "/product/SKU-00003"):
+        small, big = get(plain.url + path)[2], get(heavy.url + path)[2]
+        assert 20 * 1024 <= len(big) - len(small) <= 22 * 1024
+    headers = get(f"{heavy.url}/product/SKU-00003")[1]
+    assert get(f"{heavy.url}/product/SKU-00003", **{"If-None-Match": headers["ETag"]})[0] == 304
+    before = get_json(f"{heavy.url}/stats")["requests"]
+    db = f"sqlite:///{tmp_path / 'heavy.db'}"
+    crawled = run_cli("crawl", "crashsafe.demo.spider:DemoShop", "--db", db, "--no-progress",
+                      "--start-url", f"{heavy.url}/list/0")  # fmt: skip
+    assert crawled.returncode == 0, crawled.stderr
+    catalogue = get_json(f"{heavy.url}/catalogue")
+    assert {r["key"]: r["data"] for r in exported(db)} == {
+        k: {"name": v["name"], "price": v["price"]} for k, v in catalogue.items()
+    }
+    assert get_json(f"{heavy.url}/stats")["requests"] - before == 2 + 10  # no help page

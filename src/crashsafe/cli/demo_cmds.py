@@ -53,6 +53,14 @@ def shop_options(f: click.decorators.FC) -> click.decorators.FC:
             ),
             click.option("--seed", default=0, show_default=True, type=int),
             click.option(
+                "--page-kb",
+                default=0,
+                show_default=True,
+                type=click.IntRange(0, 10_000),
+                help="Add about this many KB of a real page's weight (styles, structured "
+                "data, a menu and footer the demo spider ignores) to every page.",
+            ),
+            click.option(
                 "--round",
                 default=0,
                 show_default=True,

@@ -86,7 +86,7 @@ class ShopProcess(ServiceProcess):
             "demo-site", "--listings", str(o.listings), "--per-listing", str(o.per_listing),
             "--latency-ms", str(o.latency_ms), "--error-rate", str(o.error_rate),
             "--error-attempts", str(o.error_attempts), "--seed", str(o.seed),
-            "--pager", str(o.pager), "--round", str(o.round),
+            "--pager", str(o.pager), "--round", str(o.round), "--page-kb", str(o.page_kb),
         ]  # fmt: skip
         args += ["--tracking"] * o.tracking + ["--dup-links"] * o.dup_links
         args += ["--js-share", str(o.js)] * bool(o.js)

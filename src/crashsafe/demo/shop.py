@@ -53,6 +53,10 @@ class ShopOptions:
             discontinues about ``DISCONTINUED`` (their page answers 404 and no listing
             links them): a recrawl after a round has changes to find.
         js: share of product pages built by JavaScript (0: none, 1: all).
+        page_kb: about this many kilobytes of a real page's weight around each page's
+            content (a stylesheet, structured data, a site menu and footer, none of which
+            the demo spider reads or follows): the demo's pages are some 250 bytes
+            otherwise, where real shops' pages are tens to hundreds of kilobytes.
     """
 
     listings: int = 25
@@ -66,6 +70,7 @@ class ShopOptions:
     seed: int = 0
     round: int = 0
     js: float = 0.0
+    page_kb: int = 0
 
     @property
     def products(self) -> int:
@@ -147,9 +152,42 @@ def image(n: int) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + seed * (64 + n % IMAGES)
 
 
+def page_weight(kb: int) -> tuple[str, str]:
+    """What ``page_kb`` adds to a page: (in its head, after its content), about ``kb``
+    kilobytes together, the same for every page: a quarter stylesheet, a quarter
+    structured data (a script that is not run), half a menu and a footer of elements
+    with text (links to help pages the demo spider does not follow)."""
+    if kb <= 0:
+        return "", ""
+    size = kb * 1024
+    css = "".join(
+        f".c{i} {{ margin: {i % 7}px {i % 5}px; color: #{i * 2654435761 % 0xFFFFFF:06x} }}\n"
+        for i in range(size // 4 // 45 + 1)
+    )
+    data = ",".join(
+        f'{{"@type":"ListItem","position":{i},"name":"Section {i}"}}'
+        for i in range(size // 4 // 50 + 1)
+    )
+    items: list[str] = []
+    filled = 0
+    while filled < size // 2:
+        n = len(items)
+        items.append(
+            f'<li class="m{n % 9}"><a href="/help/{n}">Help topic {n}</a>'
+            f"<p>Delivery, returns and warranty, part {n}.</p></li>"
+        )
+        filled += len(items[-1])
+    head = (
+        f"<style>{css}</style>"
+        f'<script type="application/ld+json">{{"itemListElement":[{data}]}}</script>'
+    )
+    return head, f'<footer><ul class="site">{"".join(items)}</ul></footer>'
+
+
 class Shop:
     def __init__(self, options: ShopOptions) -> None:
         self.options = options
+        self._weight = page_weight(options.page_kb)
         self.counts: Counter[str] = Counter()
         self.errors = 0
         self.log: list[tuple[float, str, str]] = []
@@ -252,6 +290,13 @@ class Shop:
         content and a ``Last-Modified`` from the round that last changed it; a request
         whose ``If-None-Match`` (or, without one, ``If-Modified-Since``) still holds is
         answered ``304 Not Modified`` without the body. Body bytes sent are counted."""
+        if self.options.page_kb:  # a real page's weight around the content
+            head, tail = self._weight
+            if "<head>" in body:
+                body = body.replace("<head>", f"<head>{head}", 1)
+            else:
+                body = body.replace("<body>", f"<head>{head}</head><body>", 1)
+            body = body.replace("</body>", f"{tail}</body>", 1)
         data = body.encode()
         etag = '"' + hashlib.sha256(data).hexdigest()[:16] + '"'
         modified = _http_date(self._changed_in(request.path))
