@@ -24,7 +24,7 @@ from crashsafe.store import (
 )
 from tests.clock import ManualClock
 from tests.contract.conftest import PYTHON, Backend, worker_script
-from tests.helpers import wait_for
+from tests.helpers import wait_for, wait_for_line
 
 C = "c"
 
@@ -70,11 +70,17 @@ def worker_process(url: str, body: str) -> Iterator[str]:
     """A live worker process on ``url`` (see ``worker_script``), SIGKILLed on exit;
     yields what it printed."""
     proc = subprocess.Popen(
-        [PYTHON, "-c", worker_script(url, body)], stdout=subprocess.PIPE, text=True
-    )
+        [PYTHON, "-c", worker_script(url, body)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
     try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
+        assert proc.stdout is not None and proc.stderr is not None
+        try:  # a bounded wait: a busy machine may take seconds to start it, never forever
+            line = wait_for_line(proc.stdout, "\n", timeout=60)
+        except (TimeoutError, EOFError) as exc:
+            proc.kill()
+            raise AssertionError(f"the worker printed nothing: {proc.stderr.read()}") from exc
+        yield line.strip()
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -596,7 +602,7 @@ def test_a_dead_workers_robots_claim_is_taken_over_at_once(backend: Backend, sto
     # its claim was for an hour; its liveness lock died with it (PostgreSQL frees a killed
     # session's lock once the server has seen its socket close: a moment later on a busy
     # machine), so the claim is taken over long before the hour is up
-    wait_for(lambda: store.claim_robots(C, "http://a", me, 60), timeout=30)
+    wait_for(lambda: store.claim_robots(C, "http://a", me, 60), timeout=60)
 
 
 # -- a commit whose answer was lost (a dropped connection) is run again ------------------

@@ -53,7 +53,7 @@ class HostileSite:
         self.hits: Counter[str] = Counter()
         self.times: defaultdict[str, list[float]] = defaultdict(list)
         self.agents: Counter[str] = Counter()  # User-Agents of the page requests
-        # "slow": robots.txt is answered once this is set (or after 30 s), so that a test
+        # "slow": robots.txt is answered once this is set (or after 60 s), so that a test
         # can hold it until every worker it starts needs it
         self.robots_gate = threading.Event()
 
@@ -105,7 +105,7 @@ class HostileSite:
             request.transport.abort()  # the connection drops: a network error
             return web.Response()
         if mode == "slow":  # held until the test lets it go
-            await asyncio.get_running_loop().run_in_executor(None, self.robots_gate.wait, 30)
+            await asyncio.get_running_loop().run_in_executor(None, self.robots_gate.wait, 60)
             return web.Response(text="User-agent: *\nDisallow: /private\n")
         return web.Response(status=404)
 

@@ -213,7 +213,9 @@ def test_two_workers_fetch_a_robots_txt_once(db_url: str) -> None:
                     # one page at a time each, two start pages: both workers need the
                     # origin's (slow) robots.txt at the same moment
                     settings=Hostile.crawl_settings(
-                        concurrency=1, user_agent=f"w{n}", timeout=10.0
+                        # (the request waits as long as the test may: robots.txt is
+                        # held until both workers hold a page, seconds on a busy machine)
+                        concurrency=1, user_agent=f"w{n}", timeout=float(TIME_LIMIT)
                     ),
                     start_urls=[f"{base}/ok", f"{base}/dup"],
                     handle_signals=False,
