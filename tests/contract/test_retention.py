@@ -3,7 +3,22 @@ endpoint still has them to deliver, and the database compacted."""
 
 from __future__ import annotations
 
-from crashsafe.store import DeliveryResult, NewUrl, Pruned, RecordRow, Store
+from collections.abc import Callable
+
+import pytest
+
+from crashsafe.store import (
+    STALE,
+    DeliveryResult,
+    NewUrl,
+    PageOutcome,
+    Pruned,
+    RecordRow,
+    RunFigures,
+    Store,
+    sql_retention,
+)
+from crashsafe.store.sql_retention import FOLD_GRACE, FOLD_WALK
 from tests.clock import ManualClock
 from tests.contract.conftest import Backend
 from tests.contract.test_effects import HOOK, C, crawl_page, rec
@@ -106,3 +121,97 @@ def test_a_records_versions_read_back_oldest_first_as_far_back_as_the_retention(
     assert history == [("a", 2, "updated"), ("a", 3, "gone"), ("b", 1, "created")]
     only_b = [(r.key, r.version) for r, _ in store.iter_versions(C, keys={"b", "zz"})]
     assert only_b == [("b", 1)]
+
+
+# -- lease grants fold into counts ---------------------------------------------------------
+
+
+def figures(store: Store) -> tuple[object, ...]:
+    """Every figure lease grants make: the crawl's, and each worker's pages."""
+    return store.stats(C), {w.owner: w.pages for w in store.workers(C)}
+
+
+@pytest.mark.parametrize("walk", [FOLD_WALK, 3])
+def test_folded_grants_keep_every_figure_while_the_table_stays_the_crawls_size(
+    open_stores: Callable[[], Store],
+    backend: Backend,
+    clock: ManualClock,
+    walk: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sql_retention, "FOLD_WALK", walk)  # (3: many walks, as on a big one)
+    urls = [f"http://a/{i}" for i in range(4)]
+    # run a: three pages done, one retried, then that one's lease is lost (its worker
+    # killed: another takes the URL over once the lease lapses); then run a is over
+    a = open_stores()
+    a.enqueue(C, [NewUrl(u) for u in urls])
+    leases = {x.url: x for x in a.lease(C, a.register_worker(C, run="run0000a"), 10, 60)}
+    done = [PageOutcome(leases[u], "done", 200, records=[rec(u[-1], "1")]) for u in urls[:3]]
+    assert a.commit_pages(C, done) == [None] * 3
+    assert a.commit_pages(C, [PageOutcome(leases[urls[3]], "retry", 503, "HTTP 503")]) == [None]
+    clock.advance(3600)
+    [lost] = a.lease(C, a.register_worker(C), 10, 60)
+    a.close()
+    # run b, still running: passes 2 and 3 fetch every page again, one changes each time
+    b = open_stores()
+    mark = b.high_water("run0000b")
+    clock.advance(120)  # (run a's lost lease has lapsed)
+    owner = b.register_worker(C, run="run0000b")
+    for price in ("2", "3"):
+        b.recrawl(C)
+        mine = b.lease(C, owner, 10, 60)
+        outs = [PageOutcome(x, "done", 200, records=[rec(x.url[-1], price if x.url == urls[0]
+                else "1")]) for x in mine]  # fmt: skip
+        assert b.commit_pages(C, outs) == [None] * 4
+    b.recrawl(C)
+    in_flight = b.lease(C, owner, 10, 60)  # pass 4 under way
+    before, run_before = figures(b), b.since(C, mark)
+    assert run_before == RunFigures(8, {"record.created": 1, "record.updated": 1})
+    assert before[0].repeated == 1  # the lost lease
+    assert backend.count("lease_grants") == 5 + 3 * 4
+
+    # run b's pass 2, which pass 3 stands for (pass 3's grants stay: each page's newest
+    # done, and pass 4's: current leases), and run a's first four grants: its run is
+    # over. Its lost lease is too recent yet (FOLD_GRACE: a run's figures are read as it
+    # ends, when no worker of it is alive) ...
+    assert b.fold_grants(C) == 4 + 4
+    assert (figures(b), b.since(C, mark)) == (before, run_before)
+    clock.advance(FOLD_GRACE + 1)
+    assert b.fold_grants(C) == 1  # ... and then goes too
+    assert backend.count("lease_grants") == 8
+    assert (figures(b), b.since(C, mark)) == (before, run_before)
+    assert b.fold_grants(C) == 0  # nothing more until pages are leased again
+
+    # the leases in flight commit as ever; a pass 5, and run b is over: its grants stay
+    # rows a while, but for those a newer one stands for (pass 4's) ...
+    outs = [PageOutcome(x, "done", 200, records=[rec(x.url[-1], "1")]) for x in in_flight]
+    assert b.commit_pages(C, outs) == [None] * 4
+    b.recrawl(C)
+    last = b.lease(C, owner, 10, 60)
+    assert b.commit_pages(C, [PageOutcome(x, "done", 200, records=[rec(x.url[-1], "1")])
+                              for x in last]) == [None] * 4  # fmt: skip
+    before, run_before = figures(b), b.since(C, mark)
+    b.close()
+    c = open_stores()
+    assert c.fold_grants(C) == 4 + 4  # (pass 3's too: newer done grants stand for them)
+    assert c.since(C, mark) == run_before
+    # ... then all go (SQLite keeps the table's last row: it would give the next grant
+    # that row's id again)
+    clock.advance(FOLD_GRACE + 1)
+    assert c.fold_grants(C) == 4 - (backend.name == "sqlite")
+    # the crawl's figures stay, and the run's requests (its records' figures, read as
+    # the run ended, are no more: which pages its grants committed has gone)
+    assert figures(c)[0] == before[0] and c.since(C, mark).requests == run_before.requests
+    c.recrawl(C)
+    assert min(x.grant_id for x in c.lease(C, c.register_worker(C), 10, 60)) > max(
+        x.grant_id for x in last
+    )
+    # the lost lease's worker comes back: its commit is refused, folded or not
+    assert c.commit_pages(C, [PageOutcome(lost, "done", 200)]) == [STALE]
+    # a run that died holding leases: they stay rows while they are current (SQLite's
+    # row kept last time goes now: it is no longer the last)
+    c.close()
+    clock.advance(FOLD_GRACE + 1)
+    d = open_stores()
+    assert d.fold_grants(C) == (backend.name == "sqlite")
+    assert backend.count("lease_grants") == 4 and d.stats(C).leased == 4

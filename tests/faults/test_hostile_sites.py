@@ -215,7 +215,9 @@ def test_two_workers_fetch_a_robots_txt_once(db_url: str) -> None:
                     settings=Hostile.crawl_settings(
                         # (the request waits as long as the test may: robots.txt is
                         # held until both workers hold a page, seconds on a busy machine)
-                        concurrency=1, user_agent=f"w{n}", timeout=float(TIME_LIMIT)
+                        concurrency=1,
+                        user_agent=f"w{n}",
+                        timeout=float(TIME_LIMIT),
                     ),
                     start_urls=[f"{base}/ok", f"{base}/dup"],
                     handle_signals=False,

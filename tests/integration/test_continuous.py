@@ -373,3 +373,24 @@ def test_recrawl_refuses_to_begin_a_pass_while_the_last_one_runs(db_url: str) ->
     assert forced.returncode == 0
     assert re.search(r"pass 2 begun, \d+ pages queued again", forced.stdout), forced.stdout
     assert "run the crawl again" in forced.stdout
+
+
+def test_a_crawl_running_pass_after_pass_keeps_about_two_grants_a_page(db_url: str) -> None:
+    """Lease grants fold into counts as each pass begins (#29 item 4): rows stay about
+    two a page (the last pass's and the one before's), not one a page per pass, and the
+    figures made of them still match what the server saw."""
+    site = Changing(pages=20)  # 23 pages
+    with AppThread(site.app()) as served:
+        done = run_cli(
+            "crawl", SPIDER, "--db", db_url, "--start-url", f"{served.url}/",
+            "--every", "1s", "--passes", "6", "--no-progress", timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    fetched = sum(site.hits.values())
+    assert fetched == 6 * 23
+    assert f"this run: {fetched} requests" in done.stdout + done.stderr
+    [status] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
+    assert status["requests"] == fetched and status["repeated"] == 0
+    with contextlib.closing(sqlite3.connect(db_url.removeprefix("sqlite:///"))) as db:
+        [(rows,)] = db.execute("SELECT count(*) FROM lease_grants").fetchall()
+    assert rows <= 2 * 23  # (6 * 23 kept one by one)

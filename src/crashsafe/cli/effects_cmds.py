@@ -42,6 +42,7 @@ def recrawl(
     store = open_db(db_url)
     try:
         crawl = one_crawl(store, crawl_name)
+        store.fold_grants(crawl)  # (the last passes' lease grants become counts)
         started = store.recrawl(crawl, older_than=age, due=due, force=force)
     finally:
         store.close()

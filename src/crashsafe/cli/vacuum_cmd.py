@@ -1,4 +1,5 @@
-"""vacuum: a store that stays small (old outbox events pruned, the database compacted)."""
+"""vacuum: a store that stays small (old outbox events pruned, lease grants folded into
+counts, the database compacted)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def _size(n: int) -> str:
 
 @click.command()
 @db_option()
-@click.option("--crawl", "crawl_name", help="Prune this crawl's events only (default: all).")
+@click.option("--crawl", "crawl_name", help="Prune and fold this crawl's rows only (default: all).")
 @click.option(
     "--prune-after",
     metavar="DURATION",
@@ -23,9 +24,10 @@ def _size(n: int) -> str:
     "has to deliver: the records' history before then goes.",
 )
 def vacuum(db_url: str, crawl_name: str | None, prune_after: str | None) -> None:
-    """Give the space of deleted rows back: SQLite's file is rewritten (VACUUM; stop the
-    crawl first), PostgreSQL's tables are vacuumed and analyzed (autovacuum does this on
-    its own; see docs/continuous.md)."""
+    """Give the space of deleted rows back: lease grants no figure needs one by one are
+    folded into counts, then SQLite's file is rewritten (VACUUM; stop the crawl first),
+    PostgreSQL's tables are vacuumed and analyzed (autovacuum does this on its own; see
+    docs/continuous.md)."""
     keep = None if prune_after is None else parse_duration(prune_after, "--prune-after")
     store = open_db(db_url)
     try:
@@ -38,13 +40,15 @@ def vacuum(db_url: str, crawl_name: str | None, prune_after: str | None) -> None
                     f"{len(alive)} worker(s) are running on this database ({pids}): stop "
                     "them first (vacuum rewrites the whole file and holds its write lock)"
                 )
-        if keep is not None:
-            for crawl in crawl_names(store, crawl_name):
+        for crawl in crawl_names(store, crawl_name):
+            if keep is not None:
                 pruned = store.prune_outbox(crawl, keep)
                 click.echo(
                     f"{crawl}: pruned {pruned.events:,} events older than {prune_after} "
                     f"and {pruned.deliveries:,} of their deliveries"
                 )
+            folded = store.fold_grants(crawl)
+            click.echo(f"{crawl}: {folded:,} lease grants folded into counts")
         before, after = store.compact()
     finally:
         store.close()

@@ -315,6 +315,13 @@ class Store(Protocol):
         (store/sql_retention.py)."""
         ...
 
+    def fold_grants(self, crawl: str) -> int:
+        """Fold the crawl's lease grants that no figure needs one by one (a finished
+        run's; a running one's older grants of a page it leased again) into counts per
+        owner and outcome; figures stay the same. Returns how many grants were folded
+        (store/sql_retention.py)."""
+        ...
+
     def compact(self) -> tuple[int, int]:
         """SQLite: VACUUM the file (no crawl may be writing); PostgreSQL: VACUUM
         (ANALYZE) the schema's tables. Returns the bytes before and after."""

@@ -32,7 +32,7 @@ from crashsafe.store.postgres_cursors import ClaimCursors
 from crashsafe.store.postgres_urls import options_of
 from crashsafe.store.postgres_urls import why as _why
 from crashsafe.store.queries import load_migrations, load_queries
-from crashsafe.store.sql_base import Claimed, Params, StaleInGroup, Tx, fenced_by_count
+from crashsafe.store.sql_base import Claimed, Params, StaleInGroup, Tx, fenced_by_count, first
 from crashsafe.store.values import Lease, NewUrl, PageOutcome, Politeness
 
 try:
@@ -514,3 +514,6 @@ class PostgresStore(SQLStore):
     def _alive(self, tx: Tx, owners: Sequence[str]) -> set[str]:
         found = tx.rows("live_owners", {"space": self._space, "owners": list(owners)})
         return {row[0] for row in found}
+
+    def _fold(self, tx: Tx, ids: list[int]) -> int:
+        return int(first(tx.rows("fold_grants", {"ids": ids})))

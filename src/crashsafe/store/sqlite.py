@@ -348,3 +348,8 @@ class SQLiteStore(SQLStore):
 
     def _alive(self, tx: Tx, owners: Sequence[str]) -> set[str]:
         return {o for o in owners if self._locks.is_alive(o)}
+
+    def _fold(self, tx: Tx, ids: list[int]) -> int:
+        # (one write transaction at a time: nothing changes between the two)
+        tx.run("fold_grants", {"ids": ids})
+        return tx.run("drop_folded", {"ids": ids})

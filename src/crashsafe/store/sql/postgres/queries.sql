@@ -379,9 +379,16 @@ WHERE (%(crawl)s::text IS NULL OR crawl = %(crawl)s) AND state = 'leased'
 GROUP BY lease_owner;
 
 -- name: pages_by_owner
-SELECT owner, count(*) FROM lease_grants
-WHERE (%(crawl)s::text IS NULL OR crawl = %(crawl)s)
-  AND outcome IN ('done', 'skipped', 'retry', 'failed')
+-- (the grants kept, and those folded into counts: fold_grants)
+SELECT owner, sum(n)::bigint FROM (
+    SELECT owner, count(*) AS n FROM lease_grants
+    WHERE (%(crawl)s::text IS NULL OR crawl = %(crawl)s)
+      AND outcome IN ('done', 'skipped', 'retry', 'failed')
+    GROUP BY owner
+    UNION ALL
+    SELECT owner, n FROM grant_totals
+    WHERE (%(crawl)s::text IS NULL OR crawl = %(crawl)s)
+      AND outcome IN ('done', 'skipped', 'retry', 'failed')) kept_and_folded
 GROUP BY owner;
 
 -- name: lease_owners
@@ -453,8 +460,13 @@ FROM frontier WHERE crawl = %(crawl)s;
 SELECT count(*) FROM records WHERE crawl = %(crawl)s AND gone_at IS NULL;
 
 -- name: count_grants
-SELECT coalesce(outcome, ''), count(*) FROM lease_grants
-WHERE crawl = %(crawl)s GROUP BY outcome;
+-- (the grants kept, and those folded into counts: fold_grants)
+SELECT outcome, sum(n)::bigint FROM (
+    SELECT coalesce(outcome, '') AS outcome, count(*) AS n FROM lease_grants
+    WHERE crawl = %(crawl)s GROUP BY 1
+    UNION ALL
+    SELECT outcome, n FROM grant_totals WHERE crawl = %(crawl)s) kept_and_folded
+GROUP BY outcome;
 
 -- name: count_active_grants
 SELECT count(*) FROM frontier
@@ -602,12 +614,16 @@ SELECT (SELECT coalesce(max(id), 0) FROM lease_grants),
 
 -- name: requests_after
 -- A run's grants after its high-water mark (owner ids start with the run's id) that
--- made a request (stats.py's rule).
-SELECT count(*) FROM lease_grants g
-WHERE g.id > %(grants)s AND g.crawl = %(crawl)s AND starts_with(g.owner, %(prefix)s)
-  AND coalesce(g.outcome, '') NOT IN ('released', 'skipped', 'deferred')
-  AND NOT (g.outcome IS NULL
-           AND EXISTS (SELECT 1 FROM frontier f WHERE f.id = g.frontier_id AND f.grant_id = g.id));
+-- made a request (stats.py's rule), its folded ones by its owners (SQLite's says more).
+SELECT (SELECT count(*) FROM lease_grants g
+        WHERE g.id > %(grants)s AND g.crawl = %(crawl)s AND starts_with(g.owner, %(prefix)s)
+          AND coalesce(g.outcome, '') NOT IN ('released', 'skipped', 'deferred')
+          AND NOT (g.outcome IS NULL
+                   AND EXISTS (SELECT 1 FROM frontier f
+                               WHERE f.id = g.frontier_id AND f.grant_id = g.id)))
+     + (SELECT coalesce(sum(n), 0) FROM grant_totals t
+        WHERE %(n)s > 0 AND t.crawl = %(crawl)s AND starts_with(t.owner, %(prefix)s)
+          AND t.outcome NOT IN ('released', 'skipped', 'deferred'));
 
 -- name: records_after
 -- The records that changed since the mark (created, updated, gone) whose page was done
@@ -1088,3 +1104,37 @@ WHERE n.nspname = current_schema() AND c.relkind = 'r' ORDER BY 1;
 -- name: pass_ended_at
 SELECT extract(epoch FROM finished_at)::float8 FROM pass_figures
 WHERE crawl = %(crawl)s AND pass = %(pass)s;
+
+-- name: grant_owners
+-- The owners of the crawl's grants up to upto: fold_grants asks which runs are over.
+SELECT DISTINCT owner FROM lease_grants WHERE crawl = %(crawl)s AND id <= %(upto)s;
+
+-- name: foldable_grants
+-- The crawl's grants that may fold into counts (SQLite's queries.sql says which).
+SELECT id FROM (
+    SELECT id, owner, granted_at,
+           max(id) OVER w AS newest,
+           max(id) FILTER (WHERE outcome = 'done') OVER w AS newest_done
+    FROM lease_grants WHERE crawl = %(crawl)s AND id <= %(upto)s
+    WINDOW w AS (PARTITION BY owner, frontier_id)) g
+WHERE ((id <> newest AND id IS DISTINCT FROM newest_done)
+   OR (owner = ANY(%(dead)s::text[])
+       AND granted_at < crashsafe_now(%(now)s) - make_interval(secs => %(grace)s::float8)))
+  AND id > %(after)s  -- (a walk by id, so many at a time)
+ORDER BY id LIMIT %(limit)s;
+
+-- name: fold_grants
+-- Grants ids become counts, but for a current lease: the rows deleted are the rows
+-- counted, so that two workers folding at once never count a grant twice.
+WITH folded AS (
+    DELETE FROM lease_grants g
+    WHERE g.id = ANY(%(ids)s::bigint[])
+      AND NOT (g.outcome IS NULL
+               AND EXISTS (SELECT 1 FROM frontier f
+                           WHERE f.id = g.frontier_id AND f.grant_id = g.id))
+    RETURNING g.crawl, g.owner, coalesce(g.outcome, '') AS outcome),
+counted AS (
+    INSERT INTO grant_totals AS t (crawl, owner, outcome, n)
+    SELECT crawl, owner, outcome, count(*) FROM folded GROUP BY 1, 2, 3
+    ON CONFLICT (crawl, owner, outcome) DO UPDATE SET n = t.n + excluded.n)
+SELECT count(*) FROM folded;

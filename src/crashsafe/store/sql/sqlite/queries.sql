@@ -237,8 +237,16 @@ WHERE (:crawl IS NULL OR crawl = :crawl) AND state = 'leased'
 GROUP BY lease_owner;
 
 -- name: pages_by_owner
-SELECT owner, count(*) FROM lease_grants
-WHERE (:crawl IS NULL OR crawl = :crawl) AND outcome IN ('done', 'skipped', 'retry', 'failed')
+-- (the grants kept, and those folded into counts: fold_grants)
+SELECT owner, sum(n) FROM (
+    SELECT owner, count(*) AS n FROM lease_grants
+    WHERE (:crawl IS NULL OR crawl = :crawl)
+      AND outcome IN ('done', 'skipped', 'retry', 'failed')
+    GROUP BY owner
+    UNION ALL
+    SELECT owner, n FROM grant_totals
+    WHERE (:crawl IS NULL OR crawl = :crawl)
+      AND outcome IN ('done', 'skipped', 'retry', 'failed'))
 GROUP BY owner;
 
 -- name: lease_owners
@@ -303,7 +311,13 @@ FROM frontier WHERE crawl = :crawl;
 SELECT count(*) FROM records WHERE crawl = :crawl AND gone_at IS NULL;
 
 -- name: count_grants
-SELECT coalesce(outcome, ''), count(*) FROM lease_grants WHERE crawl = :crawl GROUP BY outcome;
+-- (the grants kept, and those folded into counts: fold_grants)
+SELECT outcome, sum(n) FROM (
+    SELECT coalesce(outcome, '') AS outcome, count(*) AS n FROM lease_grants
+    WHERE crawl = :crawl GROUP BY outcome
+    UNION ALL
+    SELECT outcome, n FROM grant_totals WHERE crawl = :crawl)
+GROUP BY outcome;
 
 -- name: count_active_grants
 SELECT count(*) FROM frontier
@@ -435,12 +449,17 @@ SELECT (SELECT coalesce(max(id), 0) FROM lease_grants), :now;
 -- name: requests_after
 -- A run's grants after its high-water mark (owner ids start with the run's id; :n 0:
 -- every worker's) that made a request (stats.py's rule: not given back unfetched, and
--- not still in flight).
-SELECT count(*) FROM lease_grants g
-WHERE g.id > :grants AND g.crawl = :crawl AND substr(g.owner, 1, :n) = :prefix
-  AND coalesce(g.outcome, '') NOT IN ('released', 'skipped', 'deferred')
-  AND NOT (g.outcome IS NULL
-           AND EXISTS (SELECT 1 FROM frontier f WHERE f.id = g.frontier_id AND f.grant_id = g.id));
+-- not still in flight). A run's folded grants (fold_grants) count by its owners: they
+-- all came after its mark. (Without a run, only the grants kept are seen.)
+SELECT (SELECT count(*) FROM lease_grants g
+        WHERE g.id > :grants AND g.crawl = :crawl AND substr(g.owner, 1, :n) = :prefix
+          AND coalesce(g.outcome, '') NOT IN ('released', 'skipped', 'deferred')
+          AND NOT (g.outcome IS NULL
+                   AND EXISTS (SELECT 1 FROM frontier f
+                               WHERE f.id = g.frontier_id AND f.grant_id = g.id)))
+     + (SELECT coalesce(sum(n), 0) FROM grant_totals t
+        WHERE :n > 0 AND t.crawl = :crawl AND substr(t.owner, 1, :n) = :prefix
+          AND t.outcome NOT IN ('released', 'skipped', 'deferred'));
 
 -- name: records_after
 -- The records that changed since :at (created, updated, gone) whose page was done by one
@@ -830,3 +849,44 @@ WHERE id > :after AND id <= :upto AND crawl = :crawl AND at < :now - :older_than
 
 -- name: pass_ended_at
 SELECT finished_at FROM pass_figures WHERE crawl = :crawl AND pass = :pass;
+
+-- name: grant_owners
+-- The owners of the crawl's grants up to :upto: fold_grants asks which runs are over.
+SELECT DISTINCT owner FROM lease_grants WHERE crawl = :crawl AND id <= :upto;
+
+-- name: foldable_grants
+-- The crawl's grants up to :upto that may fold into counts: each that a newer grant of
+-- the same owner and page stands for (the newest stays, and the newest done: a run's
+-- records_after looks at it), and the rest of the owners :dead (their run is over)
+-- granted more than :grace seconds ago (a run's figures are read as it ends). A current
+-- lease is kept when folding (fold_grants).
+SELECT id FROM (
+    SELECT id, owner, granted_at,
+           max(id) OVER w AS newest,
+           max(CASE WHEN outcome = 'done' THEN id END) OVER w AS newest_done
+    FROM lease_grants WHERE crawl = :crawl AND id <= :upto
+    WINDOW w AS (PARTITION BY owner, frontier_id))
+WHERE ((id <> newest AND id IS NOT newest_done)
+   OR (owner IN (SELECT value FROM json_each(:dead)) AND granted_at < :now - :grace))
+  AND id > :after  -- (a walk by id, so many at a time)
+ORDER BY id LIMIT :limit;
+
+-- name: fold_grants
+-- Grants :ids become counts, but for a current lease and for the table's last row
+-- (SQLite gives a new row the last id + 1: ids would come back). drop_folded follows.
+INSERT INTO grant_totals (crawl, owner, outcome, n)
+SELECT crawl, owner, coalesce(outcome, ''), count(*) FROM lease_grants g
+WHERE g.id IN (SELECT value FROM json_each(:ids))
+  AND g.id < (SELECT max(id) FROM lease_grants)
+  AND NOT (g.outcome IS NULL
+           AND EXISTS (SELECT 1 FROM frontier f WHERE f.id = g.frontier_id AND f.grant_id = g.id))
+GROUP BY crawl, owner, coalesce(outcome, '')
+ON CONFLICT (crawl, owner, outcome) DO UPDATE SET n = n + excluded.n;
+
+-- name: drop_folded
+DELETE FROM lease_grants
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND id < (SELECT max(id) FROM lease_grants)
+  AND NOT (outcome IS NULL
+           AND EXISTS (SELECT 1 FROM frontier f
+                       WHERE f.id = lease_grants.frontier_id AND f.grant_id = lease_grants.id));
