@@ -88,3 +88,28 @@ def test_an_unreachable_robots_txt_raises_a_new_error_each_time() -> None:
     first, second, third = asyncio.run(go())
     assert first is not second and second is not third
     assert "connection refused" in str(first) and third.retry_at == second.retry_at
+
+
+def test_a_broad_crawl_keeps_the_rules_of_recent_origins_only_and_reads_old_ones_again() -> None:
+    async def go() -> tuple[int, int, bool]:
+        downloads = 0
+
+        async def download(url: str) -> tuple[int, bytes]:
+            nonlocal downloads
+            downloads += 1
+            return 200, b"User-agent: *\nDisallow: /private\n"
+
+        robots = Robots(
+            store=memory_store(), download=download, user_agent="t", backoff=lambda n: 1.0
+        )
+        robots.kept = 10
+        for n in range(100):
+            assert (await robots.check(f"http://h{n}.example/x"))[0]
+        held = len(robots._parsed)
+        # the first origin's rules left memory: read again from the store, not downloaded
+        allowed, _ = await robots.check("http://h0.example/private")
+        await robots.close()
+        return held, downloads, allowed
+
+    held, downloads, allowed = asyncio.run(go())
+    assert held <= 10 and downloads == 100 and not allowed

@@ -17,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from protego import Protego
 
@@ -32,6 +34,16 @@ ROBOTS_MAX_AGE = 24 * 3600.0  # RFC 9309 2.4: a cached copy for at most 24 hours
 ROBOTS_MAX_BYTES = 500 * 1024  # RFC 9309 2.5: parse at least 500 KiB
 ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 2.3.1.2: follow at least five redirects
 CLAIM_POLL = 0.2  # seconds between looks while another worker fetches a robots.txt
+#: origins whose parsed rules (or failure) a worker keeps in memory; beyond, the oldest
+#: half goes (read again from the store when met again): a broad crawl meets millions
+ORIGINS_KEPT = 10_000
+
+
+def _room(cache: dict[str, Any], origin: str, kept: int) -> None:
+    """Make room for ``origin``'s entry: the oldest half goes once ``kept`` are held."""
+    if len(cache) >= kept and origin not in cache:
+        for origin in list(itertools.islice(cache, len(cache) // 2 + 1)):
+            del cache[origin]
 
 
 class RobotsUnavailable(Exception):
@@ -121,6 +133,7 @@ class Robots:
         self._backoff = backoff
         self._grace = unreachable_grace
         self.clock = clock
+        self.kept = ORIGINS_KEPT
         self._parsed: dict[str, tuple[Protego, float]] = {}  # rules, valid until
         self._unreachable: dict[str, tuple[float, str]] = {}  # retry at, reason
         self._pending: dict[str, asyncio.Task[Protego]] = {}
@@ -156,6 +169,7 @@ class Robots:
 
     def _use(self, origin: str, body: str, until: float) -> Protego:
         rules = Protego.parse(body)
+        _room(self._parsed, origin, self.kept)
         self._parsed[origin] = (rules, until)
         self._unreachable.pop(origin, None)
         return rules
@@ -199,6 +213,7 @@ class Robots:
     ) -> Protego:
         if self.clock() - since >= self._grace:
             return self._use(origin, body or "", retry_at)
+        _room(self._unreachable, origin, self.kept)
         self._unreachable[origin] = (retry_at, reason)
         raise RobotsUnavailable(origin, retry_at, reason)
 

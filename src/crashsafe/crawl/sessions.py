@@ -161,6 +161,10 @@ class CookieSync:
             self.version = max(self.version, stored.version)
 
 
+#: hosts whose NO_PROXY answer is kept (computed again when met after a clear)
+BYPASS_KEPT = 10_000
+
+
 class SendBuilder:
     """Turns a stored :class:`Request` into what the fetch sends (:class:`Send`)."""
 
@@ -196,6 +200,8 @@ class SendBuilder:
         host = url.hostname or ""
         bypass = self._bypass.get(host)
         if bypass is None:
+            if len(self._bypass) >= BYPASS_KEPT:  # (a broad crawl: millions of hosts)
+                self._bypass.clear()
             bypass = self._bypass[host] = bool(
                 urllib.request.proxy_bypass_environment(host, self._env)  # type: ignore[attr-defined]
             )
