@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
 import sqlite3
 import statistics
 import sys
@@ -107,6 +108,8 @@ def main() -> None:
             finally:
                 if backend == "postgres":
                     drop_schema(url)
+                else:
+                    shutil.rmtree(folder, ignore_errors=True)
             results.append((backend, fold, r))
             print(f"{backend} fold={fold}: {r}", file=sys.stderr, flush=True)
     print(f"\n{args.pages:,} pages, {args.passes} passes ({args.pages * args.passes:,} grants)")

@@ -131,8 +131,13 @@ class PassKeeper:
         if turn.started is not None:
             # the worker that began the pass folds the grants the last passes made
             # (store/sql_retention.py): the table stays the crawl's size, however many
+            began = time.monotonic()
             folded = await self._call(self._store.fold_grants, self.crawl)
-            logger.debug("%s: %d lease grants folded into counts", self.crawl, folded)
+            logger.log(
+                logging.INFO if folded >= 100_000 else logging.DEBUG,
+                "%s: %d lease grants folded into counts (%.1f s)",
+                self.crawl, folded, time.monotonic() - began,
+            )  # fmt: skip
             late = ""
             if s.every is not None and turn.late > min(1.0, s.every / 10):  # (not a poll's)
                 why = (f"the last pass ran longer than --every {_duration(s.every)}"

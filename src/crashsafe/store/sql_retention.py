@@ -8,9 +8,11 @@ and failed ones keep it. Pruning walks the outbox by id in short transactions, s
 and dispatchers go on meanwhile.
 
 A lease grant is a row per page leased, the ground of the crawl's request and repeat
-figures. Rows of a run that is over, and a running one's older grants of a page it has
-leased again, fold into counts per owner and outcome (grant_totals): the figures stay
-what they were and the table stays about as large as the crawl, however many passes.
+figures. A run's older grants of a page it has leased again, and the rows of a run that
+is over, fold into counts per owner and outcome (grant_totals): the figures stay what
+they were (a lost lease folded stays counted lost, not stale, if its paused worker
+commits it later: a repeat either way) and the table stays about as large as the crawl,
+however many passes.
 """
 
 from __future__ import annotations
@@ -19,16 +21,16 @@ import functools
 from typing import Any
 
 from crashsafe.store.effect_values import Pruned
-from crashsafe.store.sql_base import SQLBase, Tx, first
+from crashsafe.store.sql_base import SQLBase, Tx
 
 #: outbox ids per pruning transaction
 PRUNE_CHUNK = 20_000
 #: lease grants per folding transaction
 FOLD_CHUNK = 20_000
-#: lease grant ids found foldable at a time (a walk by id: memory stays bounded)
+#: lease grants looked at a time (a walk over ranges of pages: memory stays bounded)
 FOLD_WALK = 500_000
-#: seconds a finished run's grants stay rows: its own figures are read as it ends
-#: (``since``), by then it has no live worker
+#: seconds a finished run's grants stay rows after its newest: its own figures are read
+#: as it ends (``since``), when it has no live worker any more
 FOLD_GRACE = 600.0
 
 
@@ -68,24 +70,44 @@ class SQLRetention(SQLBase):
 
     def fold_grants(self, crawl: str) -> int:
         """Fold the crawl's lease grants that no figure needs one by one into counts per
-        owner and outcome: a worker's grants that a newer grant of the same worker and
-        page stands for, and every grant of a run none of whose workers is alive, once
-        ``FOLD_GRACE`` old. A current lease stays a row. Returns how many were folded."""
+        owner and outcome: a run's grants that a newer grant of the same run and page
+        stands for, and every grant of a run none of whose workers is alive, once its
+        newest grant is ``FOLD_GRACE`` old. A current lease stays a row. Returns how many
+        were folded. Walks the pages in ranges of about ``FOLD_WALK`` grants."""
 
-        def which(after: int) -> list[int]:
+        def plan() -> tuple[dict[str, Any], list[tuple[int, int]]]:
             with self._read() as tx:
-                now = self._now()
-                upto = int(first(tx.rows("high_water", {"now": now})) or 0)
-                p = {"crawl": crawl, "upto": upto, "now": now, "grace": FOLD_GRACE}
-                owners = [row[0] for row in tx.rows("grant_owners", p)]
-                live_runs = {run_of(o) for o in self._alive(tx, owners)}
-                dead = [o for o in owners if run_of(o) not in live_runs]
-                p.update(dead=dead, after=after, limit=FOLD_WALK)
-                return [row[0] for row in tx.rows("foldable_grants", p)]
+                upto, now = tx.rows("high_water", {"now": self._now()})[0]
+                p: dict[str, Any] = {"crawl": crawl, "upto": int(upto)}
+                owners = tx.rows("grant_owners", p)
+                live = self._alive(tx, [row[0] for row in owners]) if owners else set()
+            live_runs = {run_of(o) for o in live}
+            ended: dict[str, float] = {}  # run: its newest grant
+            for owner, newest, *_ in owners:
+                run = run_of(owner)
+                ended[run] = max(ended.get(run, 0.0), float(newest))
+            p["dead"] = [
+                o for o, *_ in owners
+                if run_of(o) not in live_runs and ended[run_of(o)] < float(now) - FOLD_GRACE
+            ]  # fmt: skip
+            if not owners:
+                return p, []
+            grants = sum(int(row[2]) for row in owners)
+            low = min(int(row[3]) for row in owners) - 1
+            high = max(int(row[4]) for row in owners)
+            step = max(1, (high - low) * FOLD_WALK // max(grants, 1))
+            return p, [(at, min(at + step, high)) for at in range(low, high, step)]
 
-        folded = after = 0
-        while True:  # a walk by id, FOLD_WALK ids in memory at a time
-            ids = self._run(functools.partial(which, after))
+        p, ranges = self._run(plan)
+
+        def which(low: int, high: int) -> list[int]:
+            with self._read() as tx:
+                return [row[0] for row in tx.rows("foldable_grants", {**p, "low": low,
+                                                                      "high": high})]  # fmt: skip
+
+        folded = 0
+        for low, high in ranges:  # FOLD_WALK ids or so in memory at a time
+            ids = self._run(functools.partial(which, low, high))
             for at in range(0, len(ids), FOLD_CHUNK):
                 chunk = ids[at : at + FOLD_CHUNK]
 
@@ -94,9 +116,7 @@ class SQLRetention(SQLBase):
                         return self._fold(tx, chunk)
 
                 folded += self._run(fold)
-            if len(ids) < FOLD_WALK:
-                return folded
-            after = ids[-1]
+        return folded
 
     def _fold(self, tx: Tx, ids: list[int]) -> int:
         """Count grants ``ids`` into grant_totals and delete them, a current lease

@@ -1106,22 +1106,27 @@ SELECT extract(epoch FROM finished_at)::float8 FROM pass_figures
 WHERE crawl = %(crawl)s AND pass = %(pass)s;
 
 -- name: grant_owners
--- The owners of the crawl's grants up to upto: fold_grants asks which runs are over.
-SELECT DISTINCT owner FROM lease_grants WHERE crawl = %(crawl)s AND id <= %(upto)s;
+-- The owners of the crawl's grants, each one's newest, count and pages (SQLite's says why).
+SELECT g.owner,
+       extract(epoch FROM greatest(max(g.granted_at),
+           (SELECT coalesce(w.last_seen, w.started_at) FROM workers w
+            WHERE w.owner = g.owner)))::float8,
+       count(*), min(g.frontier_id), max(g.frontier_id)
+FROM lease_grants g WHERE g.crawl = %(crawl)s AND g.id <= %(upto)s GROUP BY g.owner;
 
 -- name: foldable_grants
--- The crawl's grants that may fold into counts (SQLite's queries.sql says which).
+-- The crawl's grants of a range of pages that may fold into counts (SQLite's says which).
 SELECT id FROM (
-    SELECT id, owner, granted_at,
+    SELECT id, owner,
            max(id) OVER w AS newest,
            max(id) FILTER (WHERE outcome = 'done') OVER w AS newest_done
-    FROM lease_grants WHERE crawl = %(crawl)s AND id <= %(upto)s
-    WINDOW w AS (PARTITION BY owner, frontier_id)) g
-WHERE ((id <> newest AND id IS DISTINCT FROM newest_done)
-   OR (owner = ANY(%(dead)s::text[])
-       AND granted_at < crashsafe_now(%(now)s) - make_interval(secs => %(grace)s::float8)))
-  AND id > %(after)s  -- (a walk by id, so many at a time)
-ORDER BY id LIMIT %(limit)s;
+    FROM lease_grants
+    WHERE crawl = %(crawl)s AND id <= %(upto)s
+      AND frontier_id > %(low)s AND frontier_id <= %(high)s
+    WINDOW w AS (PARTITION BY split_part(owner, '.', 1), frontier_id)) g
+WHERE (id <> newest AND id IS DISTINCT FROM newest_done)
+   OR owner = ANY(%(dead)s::text[])
+ORDER BY id;
 
 -- name: fold_grants
 -- Grants ids become counts, but for a current lease: the rows deleted are the rows
@@ -1136,5 +1141,6 @@ WITH folded AS (
 counted AS (
     INSERT INTO grant_totals AS t (crawl, owner, outcome, n)
     SELECT crawl, owner, outcome, count(*) FROM folded GROUP BY 1, 2, 3
+    ORDER BY 1, 2, 3  -- (two folds at once take the counts' locks in one order)
     ON CONFLICT (crawl, owner, outcome) DO UPDATE SET n = t.n + excluded.n)
 SELECT count(*) FROM folded;

@@ -851,25 +851,35 @@ WHERE id > :after AND id <= :upto AND crawl = :crawl AND at < :now - :older_than
 SELECT finished_at FROM pass_figures WHERE crawl = :crawl AND pass = :pass;
 
 -- name: grant_owners
--- The owners of the crawl's grants up to :upto: fold_grants asks which runs are over.
-SELECT DISTINCT owner FROM lease_grants WHERE crawl = :crawl AND id <= :upto;
+-- The owners of the crawl's grants up to :upto, when each was last at work (its newest
+-- grant, or its last_seen while its row is kept), its grants, and the pages they span:
+-- fold_grants asks which runs are over, and since when.
+SELECT g.owner,
+       max(max(g.granted_at),
+           coalesce((SELECT coalesce(w.last_seen, w.started_at) FROM workers w
+                     WHERE w.owner = g.owner), 0)),
+       count(*), min(g.frontier_id), max(g.frontier_id)
+FROM lease_grants g WHERE g.crawl = :crawl AND g.id <= :upto GROUP BY g.owner;
 
 -- name: foldable_grants
--- The crawl's grants up to :upto that may fold into counts: each that a newer grant of
--- the same owner and page stands for (the newest stays, and the newest done: a run's
--- records_after looks at it), and the rest of the owners :dead (their run is over)
--- granted more than :grace seconds ago (a run's figures are read as it ends). A current
--- lease is kept when folding (fold_grants).
+-- The crawl's grants up to :upto of the pages :low < frontier_id <= :high that may fold
+-- into counts: each that a newer grant of the same run and page stands for (the newest
+-- stays, and the newest done: a run's records_after looks at it), and the rest of the
+-- owners :dead (their run ended more than FOLD_GRACE ago). A current lease is kept when
+-- folding (fold_grants). (A run: the owner id before its first dot.)
 SELECT id FROM (
-    SELECT id, owner, granted_at,
+    SELECT id, owner,
            max(id) OVER w AS newest,
            max(CASE WHEN outcome = 'done' THEN id END) OVER w AS newest_done
-    FROM lease_grants WHERE crawl = :crawl AND id <= :upto
-    WINDOW w AS (PARTITION BY owner, frontier_id))
-WHERE ((id <> newest AND id IS NOT newest_done)
-   OR (owner IN (SELECT value FROM json_each(:dead)) AND granted_at < :now - :grace))
-  AND id > :after  -- (a walk by id, so many at a time)
-ORDER BY id LIMIT :limit;
+    FROM lease_grants
+    WHERE crawl = :crawl AND id <= :upto AND frontier_id > :low AND frontier_id <= :high
+    WINDOW w AS (PARTITION BY
+        CASE WHEN instr(owner, '.') > 0 THEN substr(owner, 1, instr(owner, '.') - 1)
+             ELSE owner END,
+        frontier_id))
+WHERE (id <> newest AND id IS NOT newest_done)
+   OR owner IN (SELECT value FROM json_each(:dead))
+ORDER BY id;
 
 -- name: fold_grants
 -- Grants :ids become counts, but for a current lease and for the table's last row
