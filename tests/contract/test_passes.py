@@ -341,3 +341,44 @@ def test_a_run_that_takes_part_in_its_last_pass_begins_no_other(
     crawl_all(store, pages)
     clock.advance(2 * HOUR)
     assert store.begin_pass(C, last=2).ended
+
+
+def test_a_page_gone_at_three_visits_in_a_row_is_retired_until_linked_again(
+    store: Store, clock: ManualClock
+) -> None:
+    store.enqueue(C, [NewUrl("http://a/list"), NewUrl("http://a/gone"), NewUrl("http://a/flaky")])
+    answers = {"http://a/list": 200, "http://a/gone": 404, "http://a/flaky": 410}
+
+    def one_pass(links: tuple[str, ...] = ("http://a/list",)) -> list[str]:
+        owner = store.register_worker()
+        leased = store.lease(C, owner, 100, 60)
+        outs = [PageOutcome(x, "done", answers[x.url], revisit_in=HOUR,
+                            links=[NewUrl(u) for u in links if x.url == "http://a/list"])
+                for x in leased]  # fmt: skip
+        assert store.commit_pages(C, outs) == [None] * len(outs)
+        return sorted(x.url for x in leased)
+
+    every = ["http://a/flaky", "http://a/gone", "http://a/list"]
+    assert one_pass() == every  # gone once
+    clock.advance(HOUR)
+    assert store.begin_pass(C).started.requeued == 3
+    assert one_pass() == every  # twice
+    answers["http://a/flaky"] = 200  # back: its streak ends
+    assert store.recrawl(C).requeued == 3
+    assert one_pass() == every  # /gone three times in a row: retired
+    assert store.retired(C) == 1
+    clock.advance(HOUR)  # neither --continuous, nor --every, nor recrawl queues it
+    assert store.begin_pass(C).started.requeued == 2
+    assert one_pass() == ["http://a/flaky", "http://a/list"]
+    answers["http://a/flaky"] = 404
+    for _ in range(2):
+        assert store.begin_pass(C, every=0.0).started.requeued == 2
+        assert one_pass() == ["http://a/flaky", "http://a/list"]
+    assert store.retired(C) == 1 and store.recrawl(C).requeued == 2
+    # /flaky: two 404s since it came back, not three
+    assert one_pass(("http://a/gone",)) == ["http://a/flaky", "http://a/list"]
+    # the list links /gone again (and /flaky's third 404 retires it): the next pass has it
+    assert store.retired(C) == 1
+    clock.advance(HOUR)
+    assert store.begin_pass(C).started.requeued == 2
+    assert one_pass() == ["http://a/gone", "http://a/list"]

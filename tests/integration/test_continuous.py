@@ -10,6 +10,7 @@ import json
 import math
 import re
 import sqlite3
+import tempfile
 import time
 from collections import Counter
 
@@ -394,3 +395,34 @@ def test_a_crawl_running_pass_after_pass_keeps_about_two_grants_a_page(db_url: s
     with contextlib.closing(sqlite3.connect(db_url.removeprefix("sqlite:///"))) as db:
         [(rows,)] = db.execute("SELECT count(*) FROM lease_grants").fetchall()
     assert rows <= 2 * 23  # (6 * 23 kept one by one)
+
+
+def test_a_page_taken_down_is_fetched_three_passes_then_no_more() -> None:
+    """`crawl --every`: a product page that answers 404 and that no page links any more
+    is retired after its third 404 in a row, instead of costing a request every pass."""
+    hits: Counter[str] = Counter()
+
+    async def handle(request: web.Request) -> web.Response:
+        hits[request.path] += 1
+        if request.path == "/robots.txt":
+            return web.Response(text="")
+        if request.path == "/":  # another body each pass; links /gone the first time only
+            links = '<a href="/kept">k</a>' + ('<a href="/gone">g</a>' if hits["/"] == 1 else "")
+            return web.Response(text=f"<html><b>{hits['/']}</b>{links}</html>",
+                                content_type="text/html")  # fmt: skip
+        if request.path == "/kept":
+            return web.Response(text="<html><b>same</b></html>", content_type="text/html")
+        return web.Response(status=404)
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    with tempfile.TemporaryDirectory() as folder, AppThread(app) as served:
+        db_url = f"sqlite:///{folder}/crawl.db"
+        done = run_cli(
+            "crawl", SPIDER, "--db", db_url, "--start-url", f"{served.url}/",
+            "--every", "1s", "--passes", "6", "--no-progress", timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert (hits["/"], hits["/kept"], hits["/gone"]) == (6, 6, 3)
+        again = run_cli("recrawl", "--db", db_url)
+    assert "1 page not queued: gone (404, 410) at the last three visits" in again.stdout

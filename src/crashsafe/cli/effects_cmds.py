@@ -44,6 +44,7 @@ def recrawl(
         crawl = one_crawl(store, crawl_name)
         store.fold_grants(crawl)  # (the last passes' lease grants become counts)
         started = store.recrawl(crawl, older_than=age, due=due, force=force)
+        retired = store.retired(crawl)
     finally:
         store.close()
     if started.open:
@@ -62,3 +63,9 @@ def recrawl(
         "run the crawl again (the same `crashsafe crawl` command, or Scrapy under the "
         "adapter) to fetch them."
     )
+    if retired:
+        click.echo(
+            f"{crawl}: {retired:,} page{'s' if retired != 1 else ''} not queued: gone "
+            "(404, 410) at the last three visits; a page that links to one again brings "
+            "it back."
+        )

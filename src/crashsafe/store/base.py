@@ -315,6 +315,11 @@ class Store(Protocol):
         (store/sql_retention.py)."""
         ...
 
+    def retired(self, crawl: str) -> int:
+        """How many of the crawl's pages are retired from passes: gone (404, 410) at
+        their last three visits, until a page parsed links to one again."""
+        ...
+
     def fold_grants(self, crawl: str) -> int:
         """Fold the crawl's lease grants that no figure needs one by one (a finished
         run's; a running one's older grants of a page it leased again) into counts per

@@ -313,6 +313,10 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
         if links:
             links.sort(key=_by_url)
             tx.many("enqueue_url", links)
+            gone = any(row["status"] in (404, 410) for row in done)  # (may retire a page)
+            if self._any_retired(tx, crawl, look=gone):  # (links to retired pages revive)
+                urls = [link["url"] for link in links]
+                tx.run("revive_linked", {"crawl": crawl, "urls": urls, "now": now})
         if changed:
             changed.sort(key=_by_url)
             tx.many("revisit_changed", changed)

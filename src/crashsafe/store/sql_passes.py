@@ -4,16 +4,53 @@ A pass ends when nothing of the crawl is pending or leased; the next one begins 
 same transaction that sees it end, under a lock every worker of the crawl takes
 (PostgreSQL: an advisory lock; SQLite: the write lock), so two machines never run two
 passes of one crawl at once: whoever comes second finds the new pass open and joins it.
+
+A page that answered 404 or 410 at its last ``RETIRE_AFTER`` visits in a row is retired:
+no pass queues it again (a site that takes pages down does not make every pass longer
+for good), until a page parsed links to it again.
 """
 
 from __future__ import annotations
 
+import time
+
 from crashsafe.store.effect_values import Pass, PassFigures, PassTurn
 from crashsafe.store.sql_base import SQLBase, Tx, first
+
+#: 404/410 answers in a row that retire a page from passes (the SQL says 3: the partial
+#: index frontier_retired is on it)
+RETIRE_AFTER = 3
+#: seconds between looks for a crawl's first retired page (none: no link looked up)
+RETIRED_EVERY = 5.0
 
 
 class SQLPasses(SQLBase):
     """Begin passes as they fall due; what each pass did."""
+
+    _retired: dict[str, tuple[float, bool]] | None = None  # crawl: (looked at, any)
+
+    def _any_retired(self, tx: Tx, crawl: str, *, look: bool = False) -> bool:
+        """Whether ``crawl`` has a retired page, whose links a commit must look for. Once
+        one is seen, always (they rarely all come back); while none, looked at again by
+        a commit that may retire one (``look``: it has a page gone), and every few
+        seconds for the other workers' (a page they retire meanwhile comes back a pass
+        later if linked in those seconds)."""
+        if self._retired is None:
+            self._retired = {}
+        known = self._retired.get(crawl)
+        now = time.monotonic()
+        if known is None or (not known[1] and (look or now - known[0] > RETIRED_EVERY)):
+            known = self._retired[crawl] = (now, bool(tx.rows("any_retired", {"crawl": crawl})))
+        return known[1]
+
+    def retired(self, crawl: str) -> int:
+        """How many of the crawl's pages are retired (gone at their last visits)."""
+
+        def go() -> int:
+            with self._read() as tx:
+                return int(first(tx.rows("count_retired", {"crawl": crawl})))
+
+        return self._run(go)
 
     def begin_pass(
         self,

@@ -265,7 +265,8 @@ SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     done_pass = (SELECT coalesce(max(pass), 1) FROM passes p WHERE p.crawl = f.crawl),
     validators = u.validators, revisit = u.revisit,
     body_bytes = u.body_bytes, listed = coalesce(u.listed, f.listed),
-    next_visit_at = crashsafe_now(u.now) + make_interval(secs => coalesce(u.revisit_in, 0))
+    next_visit_at = crashsafe_now(u.now) + make_interval(secs => coalesce(u.revisit_in, 0)),
+    gone_streak = CASE WHEN u.status IN (404, 410) THEN f.gone_streak + 1 ELSE 0 END
 FROM unnest(%(status)s::int[], %(error)s::text[], %(now)s::float8[], %(id)s::bigint[],
             %(grant)s::bigint[], %(links_skipped)s::int[], %(links_cut)s::int[],
             %(validators)s::text[], %(revisit)s::text[], %(body_bytes)s::bigint[],
@@ -559,13 +560,13 @@ WHERE crawl = %(crawl)s AND origin = %(origin)s AND claim_owner = %(owner)s;
 -- name: requeue_done
 UPDATE frontier
 SET state = 'pending', attempts = 0, next_attempt_at = 'epoch', last_error = NULL
-WHERE crawl = %(crawl)s AND state = 'done'
+WHERE crawl = %(crawl)s AND state = 'done' AND gone_streak < 3
   AND done_at <= crashsafe_now(%(now)s) - make_interval(secs => %(older_than)s::float8);
 
 -- name: requeue_due
 UPDATE frontier
 SET state = 'pending', attempts = 0, next_attempt_at = 'epoch', last_error = NULL
-WHERE crawl = %(crawl)s AND state = 'done'
+WHERE crawl = %(crawl)s AND state = 'done' AND gone_streak < 3
   AND next_visit_at <= crashsafe_now(%(now)s) + make_interval(secs => %(early)s::float8);
 
 -- name: requeue_failed_pages
@@ -1144,3 +1145,14 @@ counted AS (
     ORDER BY 1, 2, 3  -- (two folds at once take the counts' locks in one order)
     ON CONFLICT (crawl, owner, outcome) DO UPDATE SET n = t.n + excluded.n)
 SELECT count(*) FROM folded;
+
+-- name: any_retired
+SELECT 1 FROM frontier WHERE crawl = %(crawl)s AND gone_streak >= 3 LIMIT 1;
+
+-- name: revive_linked
+-- Retired pages a page parsed links again (SQLite's says more).
+UPDATE frontier SET gone_streak = 0, next_visit_at = crashsafe_now(%(now)s)
+WHERE crawl = %(crawl)s AND gone_streak >= 3 AND url = ANY(%(urls)s::text[]);
+
+-- name: count_retired
+SELECT count(*) FROM frontier WHERE crawl = %(crawl)s AND gone_streak >= 3;

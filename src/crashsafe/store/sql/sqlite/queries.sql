@@ -169,7 +169,8 @@ SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     done_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = frontier.crawl),
     validators = :validators, revisit = :revisit,
     body_bytes = :body_bytes, next_visit_at = :now + coalesce(:revisit_in, 0),
-    listed = coalesce(:listed, listed)
+    listed = coalesce(:listed, listed),
+    gone_streak = CASE WHEN :status IN (404, 410) THEN gone_streak + 1 ELSE 0 END
 WHERE id = :id AND grant_id = :grant AND state = 'leased';
 
 -- name: mark_retry
@@ -390,16 +391,19 @@ WHERE crawl = :crawl AND origin = :origin AND claim_owner = :owner;
 -- Recrawls and side effects (store/sql_effects.py)
 
 -- name: requeue_done
+-- (not a retired page: gone at its last three visits, 0015)
 UPDATE frontier
 SET state = 'pending', attempts = 0, next_attempt_at = 0, last_error = NULL
-WHERE crawl = :crawl AND state = 'done' AND done_at <= :now - :older_than;
+WHERE crawl = :crawl AND state = 'done' AND done_at <= :now - :older_than
+  AND gone_streak < 3;
 
 -- name: requeue_due
 -- The done pages due for their next visit, or within :early seconds (a pass takes
 -- them together rather than one at a time), a range of the frontier_revisit index.
 UPDATE frontier
 SET state = 'pending', attempts = 0, next_attempt_at = 0, last_error = NULL
-WHERE crawl = :crawl AND state = 'done' AND next_visit_at <= :now + :early;
+WHERE crawl = :crawl AND state = 'done' AND next_visit_at <= :now + :early
+  AND gone_streak < 3;
 
 -- name: requeue_failed_pages
 -- A pass of a crawl that keeps running gives its failed pages another chance too: all
@@ -900,3 +904,16 @@ WHERE id IN (SELECT value FROM json_each(:ids))
   AND NOT (outcome IS NULL
            AND EXISTS (SELECT 1 FROM frontier f
                        WHERE f.id = lease_grants.frontier_id AND f.grant_id = lease_grants.id));
+
+-- name: any_retired
+-- Whether the crawl has a retired page (gone at its last three visits: 0015).
+SELECT 1 FROM frontier WHERE crawl = :crawl AND gone_streak >= 3 LIMIT 1;
+
+-- name: revive_linked
+-- Retired pages a page parsed links again: the next pass fetches them (and a crawl that
+-- keeps running, at once).
+UPDATE frontier SET gone_streak = 0, next_visit_at = :now
+WHERE crawl = :crawl AND gone_streak >= 3 AND url IN (SELECT value FROM json_each(:urls));
+
+-- name: count_retired
+SELECT count(*) FROM frontier WHERE crawl = :crawl AND gone_streak >= 3;
