@@ -346,14 +346,17 @@ def test_a_run_that_takes_part_in_its_last_pass_begins_no_other(
 def test_a_page_gone_at_three_visits_in_a_row_is_retired_until_linked_again(
     store: Store, clock: ManualClock
 ) -> None:
-    store.enqueue(C, [NewUrl("http://a/list"), NewUrl("http://a/gone"), NewUrl("http://a/flaky")])
+    store.enqueue(C, [NewUrl("http://a/list")])  # a start URL (depth 0), and what it links
+    store.enqueue(C, [NewUrl("http://a/gone", depth=1), NewUrl("http://a/flaky", depth=1)])
     answers = {"http://a/list": 200, "http://a/gone": 404, "http://a/flaky": 410}
 
-    def one_pass(links: tuple[str, ...] = ("http://a/list",)) -> list[str]:
+    def one_pass(links: tuple[str, ...] = ("http://a/list",), failed: str = "") -> list[str]:
         owner = store.register_worker()
         leased = store.lease(C, owner, 100, 60)
         outs = [PageOutcome(x, "done", answers[x.url], revisit_in=HOUR,
-                            links=[NewUrl(u) for u in links if x.url == "http://a/list"])
+                            links=[NewUrl(u, depth=1) for u in links
+                                   if x.url == "http://a/list" and answers[x.url] == 200])
+                if x.url != failed else PageOutcome(x, "failed", 500, "HTTP 500")
                 for x in leased]  # fmt: skip
         assert store.commit_pages(C, outs) == [None] * len(outs)
         return sorted(x.url for x in leased)
@@ -366,10 +369,13 @@ def test_a_page_gone_at_three_visits_in_a_row_is_retired_until_linked_again(
     answers["http://a/flaky"] = 200  # back: its streak ends
     assert store.recrawl(C).requeued == 3
     assert one_pass() == every  # /gone three times in a row: retired
-    assert store.retired(C) == 1
+    assert store.retired(C) == 1 and store.effect_stats(C).retired == 1
     clock.advance(HOUR)  # neither --continuous, nor --every, nor recrawl queues it
-    assert store.begin_pass(C).started.requeued == 2
+    turn = store.begin_pass(C)
+    assert turn.started.requeued == 2
     assert one_pass() == ["http://a/flaky", "http://a/list"]
+    # and a crawl that keeps running waits for the pages that can be due, not for it
+    assert store.begin_pass(C).wait == pytest.approx(HOUR)
     answers["http://a/flaky"] = 404
     for _ in range(2):
         assert store.begin_pass(C, every=0.0).started.requeued == 2
@@ -382,3 +388,24 @@ def test_a_page_gone_at_three_visits_in_a_row_is_retired_until_linked_again(
     clock.advance(HOUR)
     assert store.begin_pass(C).started.requeued == 2
     assert one_pass() == ["http://a/gone", "http://a/list"]
+    # a run given it as a start URL brings a retired page back; so does revive_retired
+    store.enqueue(C, [NewUrl("http://a/flaky")])
+    assert store.retired(C) == 0 and store.recrawl(C).requeued == 3
+    answers.update({"http://a/gone": 200, "http://a/flaky": 200})
+    assert one_pass() == every  # (every streak ends)
+    answers.update({url: 404 for url in answers})  # an outage: the start URL never
+    for _ in range(3):  # retires ...
+        store.recrawl(C)
+        assert one_pass() == every
+    assert store.retired(C) == 2  # (... the pages it links do)
+    assert store.revive_retired(C) == 2 and store.recrawl(C).requeued == 3
+    # a failure between two 404s ends the streak
+    answers["http://a/list"] = 200
+    assert one_pass() == every  # /gone and /flaky: a 404 each
+    assert store.begin_pass(C, every=0.0).started.requeued == 3
+    assert one_pass(failed="http://a/gone") == every  # /gone fails: its streak ends
+    assert store.begin_pass(C, every=0.0).started.requeued == 3
+    assert one_pass() == every  # /flaky's third 404 retires it
+    assert store.begin_pass(C, every=0.0).started.requeued == 2
+    assert one_pass() == ["http://a/gone", "http://a/list"]
+    assert store.retired(C) == 1  # /gone: two 404s since its failure, not four

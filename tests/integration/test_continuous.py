@@ -424,5 +424,43 @@ def test_a_page_taken_down_is_fetched_three_passes_then_no_more() -> None:
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert (hits["/"], hits["/kept"], hits["/gone"]) == (6, 6, 3)
+        status = run_cli("status", "--db", db_url).stdout
         again = run_cli("recrawl", "--db", db_url)
+        forced = run_cli("recrawl", "--db", db_url, "--retired", "--force")
+    assert "(1 retired: gone three visits in a row)" in status
     assert "1 page not queued: gone (404, 410) at the last three visits" in again.stdout
+    assert "pass 7 begun, 2 pages queued again" in again.stdout
+    assert "1 retired page due again." in forced.stdout, forced.stderr
+    assert "pass 8 begun, 1 pages queued again" in forced.stdout  # (the others: pass 7)
+
+
+def test_a_site_down_for_three_passes_comes_back_whole() -> None:
+    """An outage answering 404 everywhere for three passes retires the pages the start
+    URL links (a start URL never retires); once the site is back its start page, parsed
+    again, links them and the next pass fetches them; the run ends after its passes."""
+    hits: Counter[str] = Counter()
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(text="")
+        hits[request.path] += 1
+        if 2 <= hits[request.path] <= 4:  # the outage: each page's 2nd to 4th request
+            return web.Response(status=404)
+        body = f"<b>{hits[request.path]}</b>"
+        if request.path == "/":
+            body += '<a href="/a">a</a><a href="/b">b</a>'
+        return web.Response(text=f"<html>{body}</html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    with tempfile.TemporaryDirectory() as folder, AppThread(app) as served:
+        db_url = f"sqlite:///{folder}/crawl.db"
+        done = run_cli(
+            "crawl", SPIDER, "--db", db_url, "--start-url", f"{served.url}/",
+            "--every", "1s", "--passes", "7", "--no-progress", timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        # passes 1-4 all; 5 the start page alone (it links them again); 6 and 7 all
+        assert (hits["/"], hits["/a"], hits["/b"]) == (7, 6, 6)
+        [status] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
+    assert status["effects"]["retired"] == 0

@@ -28,8 +28,18 @@ from crashsafe.errors import ConfigError
     help="Queue the pages even while the last pass still has pages pending or leased "
          "(two passes then run at once).",
 )  # fmt: skip
+@click.option(
+    "--retired", is_flag=True,
+    help="Queue the retired pages too: those gone (404, 410) at their last three visits, "
+         "which passes leave out.",
+)  # fmt: skip
 def recrawl(
-    db_url: str, crawl_name: str | None, older_than: str, due: bool = False, force: bool = False
+    db_url: str,
+    crawl_name: str | None,
+    older_than: str,
+    due: bool = False,
+    force: bool = False,
+    retired: bool = False,
 ) -> None:
     """Queue a crawl's done pages again for a new pass; run `crashsafe crawl` to fetch them.
 
@@ -43,10 +53,13 @@ def recrawl(
     try:
         crawl = one_crawl(store, crawl_name)
         store.fold_grants(crawl)  # (the last passes' lease grants become counts)
+        revived = store.revive_retired(crawl) if retired else 0
         started = store.recrawl(crawl, older_than=age, due=due, force=force)
-        retired = store.retired(crawl)
+        left_out = store.retired(crawl)
     finally:
         store.close()
+    if revived:
+        click.echo(f"{crawl}: {revived:,} retired page{'s' if revived != 1 else ''} due again.")
     if started.open:
         raise ConfigError(
             f"{crawl}: pass {started.number} has not ended (pages are pending or leased): "
@@ -57,15 +70,15 @@ def recrawl(
         which = "done page" if age == 0 else f"page done more than {older_than} ago"
         which = "page due for its next visit" if due else which
         click.echo(f"{crawl}: no {which} to queue again; no pass begun.")
-        return
-    click.echo(
-        f"{crawl}: pass {started.number} begun, {started.requeued:,} pages queued again; "
-        "run the crawl again (the same `crashsafe crawl` command, or Scrapy under the "
-        "adapter) to fetch them."
-    )
-    if retired:
+    else:
         click.echo(
-            f"{crawl}: {retired:,} page{'s' if retired != 1 else ''} not queued: gone "
+            f"{crawl}: pass {started.number} begun, {started.requeued:,} pages queued again; "
+            "run the crawl again (the same `crashsafe crawl` command, or Scrapy under the "
+            "adapter) to fetch them."
+        )
+    if left_out:
+        click.echo(
+            f"{crawl}: {left_out:,} page{'s' if left_out != 1 else ''} not queued: gone "
             "(404, 410) at the last three visits; a page that links to one again brings "
-            "it back."
+            "it back, or `recrawl --retired`."
         )

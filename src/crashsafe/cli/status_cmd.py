@@ -116,7 +116,8 @@ def compact(
     for o in control.origins if control is not None else ():
         lines.append(printable(f"  paused    {o.origin} by {o.by} at {clock_time(o.since)}"))
     pages = f"{s.known:,} known: {s.done:,} done, {s.pending:,} pending, {s.leased:,} leased"
-    lines.append(f"  pages     {pages}, {s.failed:,} failed")
+    retired = f" ({e.retired:,} retired: gone three visits in a row)" if e.retired else ""
+    lines.append(f"  pages     {pages}, {s.failed:,} failed{retired}")
     rpr = "" if s.requests_per_record is None else f", {s.requests_per_record:.2f} per record"
     lines.append(f"  records   {s.records:,} ({e.versions:,} versions, {e.gone:,} gone){rpr}")
     repeats = f"{s.retries:,} retries, {s.repeated:,} repeated after crashes"

@@ -317,7 +317,12 @@ class Store(Protocol):
 
     def retired(self, crawl: str) -> int:
         """How many of the crawl's pages are retired from passes: gone (404, 410) at
-        their last three visits, until a page parsed links to one again."""
+        their last three visits, until a page parsed links to one again (or a run is
+        given it as a start URL, or :meth:`revive_retired`)."""
+        ...
+
+    def revive_retired(self, crawl: str) -> int:
+        """Make the crawl's retired pages due again; returns how many."""
         ...
 
     def fold_grants(self, crawl: str) -> int:

@@ -77,7 +77,13 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
 
         def go() -> int:
             with self._write() as tx:
-                return tx.many("enqueue_url", rows)
+                added = tx.many("enqueue_url", rows)
+                if added < len(rows) and self._any_retired(tx, crawl, look=True):
+                    # a run's start URLs bring their retired pages back (after an outage
+                    # that answered 404, say)
+                    p = {"crawl": crawl, "urls": [r["url"] for r in rows], "now": now}
+                    tx.run("revive_linked", p)
+                return added
 
         return self._run(go)
 
@@ -310,11 +316,12 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
             tx.many("unlist_dropped", dropped)
         if files:
             tx.many("put_file", sorted({f["sha256"]: f for f in files}.values(), key=_by_sha))
+        if any(row["status"] in (404, 410) for row in done):  # (it may retire a page)
+            self._may_retire(crawl)
         if links:
             links.sort(key=_by_url)
             tx.many("enqueue_url", links)
-            gone = any(row["status"] in (404, 410) for row in done)  # (may retire a page)
-            if self._any_retired(tx, crawl, look=gone):  # (links to retired pages revive)
+            if self._any_retired(tx, crawl):  # (links to retired pages bring them back)
                 urls = [link["url"] for link in links]
                 tx.run("revive_linked", {"crawl": crawl, "urls": urls, "now": now})
         if changed:

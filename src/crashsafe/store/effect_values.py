@@ -38,6 +38,7 @@ class EffectStats:
     ``changed_last_pass`` counts records first seen before the last pass began that
     changed (or went) since; ``deliveries`` maps a delivery state (``pending``,
     ``leased``, ``delivered``, ``failed``) to its count over every endpoint.
+    ``retired`` counts the pages passes leave out (gone at their last three visits).
     """
 
     crawl: str
@@ -51,6 +52,8 @@ class EffectStats:
     file_bytes: int = 0
     events: int = 0
     deliveries: dict[str, int] = field(default_factory=dict)
+    #: pages retired from passes: gone (404, 410) at their last three visits
+    retired: int = 0
 
 
 @dataclass(frozen=True, slots=True)

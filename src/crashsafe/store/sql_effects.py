@@ -48,9 +48,10 @@ class SQLEffects(SQLBase):
                 (passes, last_at, versions, changed, gone, changed_last, files, size,
                  events) = tx.rows("effect_counts", p)[0]  # fmt: skip
                 deliveries = dict(tx.rows("count_deliveries", p))
+                retired = int(first(tx.rows("count_retired", p)))
             return EffectStats(
                 crawl, int(passes), last_at, int(versions), int(changed), int(gone),
-                int(changed_last), int(files), int(size), int(events), deliveries,
+                int(changed_last), int(files), int(size), int(events), deliveries, retired,
             )  # fmt: skip
 
         return self._run(go)

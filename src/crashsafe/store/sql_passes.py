@@ -7,7 +7,8 @@ passes of one crawl at once: whoever comes second finds the new pass open and jo
 
 A page that answered 404 or 410 at its last ``RETIRE_AFTER`` visits in a row is retired:
 no pass queues it again (a site that takes pages down does not make every pass longer
-for good), until a page parsed links to it again.
+for good), until a page parsed links to it again, a run is given it as a start URL, or
+``recrawl --retired``. A start URL (depth 0) never retires: the crawl grows from it.
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ class SQLPasses(SQLBase):
 
     def _any_retired(self, tx: Tx, crawl: str, *, look: bool = False) -> bool:
         """Whether ``crawl`` has a retired page, whose links a commit must look for. Once
-        one is seen, always (they rarely all come back); while none, looked at again by
-        a commit that may retire one (``look``: it has a page gone), and every few
-        seconds for the other workers' (a page they retire meanwhile comes back a pass
-        later if linked in those seconds)."""
+        one is seen, always (they rarely all come back); while none, looked at again
+        after this store committed a page gone (``_may_retire``) or with ``look``, and
+        every few seconds for the other workers' (a page another worker retires comes
+        back a pass later if linked in those seconds)."""
         if self._retired is None:
             self._retired = {}
         known = self._retired.get(crawl)
@@ -43,12 +44,27 @@ class SQLPasses(SQLBase):
             known = self._retired[crawl] = (now, bool(tx.rows("any_retired", {"crawl": crawl})))
         return known[1]
 
+    def _may_retire(self, crawl: str) -> None:
+        """This store committed a page gone: the next look asks the database again."""
+        if self._retired is not None and not self._retired.get(crawl, (0.0, True))[1]:
+            del self._retired[crawl]
+
     def retired(self, crawl: str) -> int:
         """How many of the crawl's pages are retired (gone at their last visits)."""
 
         def go() -> int:
             with self._read() as tx:
                 return int(first(tx.rows("count_retired", {"crawl": crawl})))
+
+        return self._run(go)
+
+    def revive_retired(self, crawl: str) -> int:
+        """Make the crawl's retired pages due again (the next pass fetches them); returns
+        how many."""
+
+        def go() -> int:
+            with self._write() as tx:
+                return tx.run("revive_retired", {"crawl": crawl, "now": self._now()})
 
         return self._run(go)
 

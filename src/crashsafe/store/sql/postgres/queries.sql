@@ -265,8 +265,13 @@ SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     done_pass = (SELECT coalesce(max(pass), 1) FROM passes p WHERE p.crawl = f.crawl),
     validators = u.validators, revisit = u.revisit,
     body_bytes = u.body_bytes, listed = coalesce(u.listed, f.listed),
-    next_visit_at = crashsafe_now(u.now) + make_interval(secs => coalesce(u.revisit_in, 0)),
-    gone_streak = CASE WHEN u.status IN (404, 410) THEN f.gone_streak + 1 ELSE 0 END
+    -- (404/410 answers in a row, not a start URL's; retired at the third: SQLite's 0015)
+    gone_streak = CASE WHEN u.status IN (404, 410) AND f.depth > 0 THEN f.gone_streak + 1
+                       ELSE 0 END,
+    next_visit_at = CASE WHEN u.status IN (404, 410) AND f.depth > 0 AND f.gone_streak >= 2
+                         THEN NULL
+                         ELSE crashsafe_now(u.now)
+                              + make_interval(secs => coalesce(u.revisit_in, 0)) END
 FROM unnest(%(status)s::int[], %(error)s::text[], %(now)s::float8[], %(id)s::bigint[],
             %(grant)s::bigint[], %(links_skipped)s::int[], %(links_cut)s::int[],
             %(validators)s::text[], %(revisit)s::text[], %(body_bytes)s::bigint[],
@@ -301,7 +306,7 @@ WHERE f.crawl = ANY(%(crawl)s::text[]) AND f.origin = ANY(%(origin)s::text[])
 UPDATE frontier f
 SET state = 'failed', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = f.attempts + 1, http_status = u.status, last_error = u.error,
-    done_at = crashsafe_now(u.now),
+    done_at = crashsafe_now(u.now), gone_streak = 0,
     next_visit_at = crashsafe_now(u.now) + make_interval(secs => coalesce(u.revisit_in, 0))
 FROM unnest(%(status)s::int[], %(error)s::text[], %(now)s::float8[], %(id)s::bigint[],
             %(grant)s::bigint[], %(revisit_in)s::float8[]) AS u(status, error, now, id, g,
@@ -1150,9 +1155,13 @@ SELECT count(*) FROM folded;
 SELECT 1 FROM frontier WHERE crawl = %(crawl)s AND gone_streak >= 3 LIMIT 1;
 
 -- name: revive_linked
--- Retired pages a page parsed links again (SQLite's says more).
+-- Retired pages a page parsed links again, or start URLs (SQLite's says more).
 UPDATE frontier SET gone_streak = 0, next_visit_at = crashsafe_now(%(now)s)
 WHERE crawl = %(crawl)s AND gone_streak >= 3 AND url = ANY(%(urls)s::text[]);
+
+-- name: revive_retired
+UPDATE frontier SET gone_streak = 0, next_visit_at = crashsafe_now(%(now)s)
+WHERE crawl = %(crawl)s AND gone_streak >= 3;
 
 -- name: count_retired
 SELECT count(*) FROM frontier WHERE crawl = %(crawl)s AND gone_streak >= 3;

@@ -168,9 +168,13 @@ SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     links_skipped = :links_skipped, links_cut = :links_cut,
     done_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = frontier.crawl),
     validators = :validators, revisit = :revisit,
-    body_bytes = :body_bytes, next_visit_at = :now + coalesce(:revisit_in, 0),
-    listed = coalesce(:listed, listed),
-    gone_streak = CASE WHEN :status IN (404, 410) THEN gone_streak + 1 ELSE 0 END
+    body_bytes = :body_bytes, listed = coalesce(:listed, listed),
+    -- 404/410 answers in a row (not a start URL's, depth 0: the crawl grows from it);
+    -- a page retired at the third is due no more (0015)
+    gone_streak = CASE WHEN :status IN (404, 410) AND depth > 0 THEN gone_streak + 1
+                       ELSE 0 END,
+    next_visit_at = CASE WHEN :status IN (404, 410) AND depth > 0 AND gone_streak >= 2
+                         THEN NULL ELSE :now + coalesce(:revisit_in, 0) END
 WHERE id = :id AND grant_id = :grant AND state = 'leased';
 
 -- name: mark_retry
@@ -191,7 +195,7 @@ WHERE crawl = :crawl AND state = 'pending' AND url >= :low AND url < :high;
 UPDATE frontier
 SET state = 'failed', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = attempts + 1, http_status = :status, last_error = :error, done_at = :now,
-    next_visit_at = :now + coalesce(:revisit_in, 0)
+    next_visit_at = :now + coalesce(:revisit_in, 0), gone_streak = 0
 WHERE id = :id AND grant_id = :grant AND state = 'leased';
 
 -- name: put_cookie
@@ -910,10 +914,14 @@ WHERE id IN (SELECT value FROM json_each(:ids))
 SELECT 1 FROM frontier WHERE crawl = :crawl AND gone_streak >= 3 LIMIT 1;
 
 -- name: revive_linked
--- Retired pages a page parsed links again: the next pass fetches them (and a crawl that
--- keeps running, at once).
+-- Retired pages a page parsed links again, or a run was given as start URLs: the next
+-- pass fetches them (and a crawl that keeps running, at once).
 UPDATE frontier SET gone_streak = 0, next_visit_at = :now
 WHERE crawl = :crawl AND gone_streak >= 3 AND url IN (SELECT value FROM json_each(:urls));
+
+-- name: revive_retired
+UPDATE frontier SET gone_streak = 0, next_visit_at = :now
+WHERE crawl = :crawl AND gone_streak >= 3;
 
 -- name: count_retired
 SELECT count(*) FROM frontier WHERE crawl = :crawl AND gone_streak >= 3;
