@@ -71,9 +71,10 @@ class SQLRetention(SQLBase):
     def fold_grants(self, crawl: str) -> int:
         """Fold the crawl's lease grants that no figure needs one by one into counts per
         owner and outcome: a run's grants that a newer grant of the same run and page
-        stands for, and every grant of a run none of whose workers is alive, once its
-        newest grant is ``FOLD_GRACE`` old. A current lease stays a row. Returns how many
-        were folded. Walks the pages in ranges of about ``FOLD_WALK`` grants."""
+        stands for, and every grant of a run none of whose workers is alive, once
+        ``FOLD_GRACE`` has passed since it was last at work (its newest grant, or its
+        workers' last_seen). A current lease stays a row. Returns how many were folded.
+        Walks the pages in ranges of about ``FOLD_WALK`` grants (on average)."""
 
         def plan() -> tuple[dict[str, Any], list[tuple[int, int]]]:
             with self._read() as tx:
@@ -82,7 +83,7 @@ class SQLRetention(SQLBase):
                 owners = tx.rows("grant_owners", p)
                 live = self._alive(tx, [row[0] for row in owners]) if owners else set()
             live_runs = {run_of(o) for o in live}
-            ended: dict[str, float] = {}  # run: its newest grant
+            ended: dict[str, float] = {}  # run: when it was last at work
             for owner, newest, *_ in owners:
                 run = run_of(owner)
                 ended[run] = max(ended.get(run, 0.0), float(newest))
