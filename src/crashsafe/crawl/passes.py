@@ -129,15 +129,6 @@ class PassKeeper:
         if turn.ended:
             return None
         if turn.started is not None:
-            # the worker that began the pass folds the grants the last passes made
-            # (store/sql_retention.py): the table stays the crawl's size, however many
-            began = time.monotonic()
-            folded = await self._call(self._store.fold_grants, self.crawl)
-            logger.log(
-                logging.INFO if folded >= 100_000 else logging.DEBUG,
-                "%s: %d lease grants folded into counts (%.1f s)",
-                self.crawl, folded, time.monotonic() - began,
-            )  # fmt: skip
             late = ""
             if s.every is not None and turn.late > min(1.0, s.every / 10):  # (not a poll's)
                 why = (f"the last pass ran longer than --every {_duration(s.every)}"
@@ -148,6 +139,7 @@ class PassKeeper:
                 "%s: pass %d begins: %d page(s) due%s",
                 self.crawl, turn.started.number, turn.started.requeued, late,
             )  # fmt: skip
+            await self._fold()
             return 0.0
         if turn.number > self._announced:  # a wait, said once a pass (not every look)
             self._announced = turn.number
@@ -160,6 +152,18 @@ class PassKeeper:
                     self.crawl, turn.number + 1, _duration(turn.wait), when,
                 )  # fmt: skip
         return PASS_POLL if turn.wait is None else min(max(turn.wait, 0.0), PASS_POLL)
+
+    async def _fold(self) -> None:
+        """The worker that began a pass folds the grants the last passes made
+        (store/sql_retention.py): the table stays the crawl's size, however many. Said
+        after the pass's line: the first fold of a grown database takes seconds."""
+        began = time.monotonic()
+        folded = await self._call(self._store.fold_grants, self.crawl)
+        logger.log(
+            logging.INFO if folded >= 100_000 else logging.DEBUG,
+            "%s: %d lease grants folded into counts (%.1f s)",
+            self.crawl, folded, time.monotonic() - began,
+        )  # fmt: skip
 
     async def _log_end(self, number: int) -> None:
         self._noted = number

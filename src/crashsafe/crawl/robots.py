@@ -42,8 +42,8 @@ ORIGINS_KEPT = 10_000
 def _room(cache: dict[str, Any], origin: str, kept: int) -> None:
     """Make room for ``origin``'s entry: the oldest half goes once ``kept`` are held."""
     if len(cache) >= kept and origin not in cache:
-        for origin in list(itertools.islice(cache, len(cache) // 2 + 1)):
-            del cache[origin]
+        for oldest in list(itertools.islice(cache, len(cache) // 2 + 1)):
+            del cache[oldest]
 
 
 class RobotsUnavailable(Exception):

@@ -5,7 +5,8 @@ same transaction that sees it end, under a lock every worker of the crawl takes
 (PostgreSQL: an advisory lock; SQLite: the write lock), so two machines never run two
 passes of one crawl at once: whoever comes second finds the new pass open and joins it.
 
-A page that answered 404 or 410 at its last ``RETIRE_AFTER`` visits in a row is retired:
+A page that answered 404 or 410 at its last three visits in a row is retired (the
+queries' ``gone_streak >= 3``, on which the partial index frontier_retired is built):
 no pass queues it again (a site that takes pages down does not make every pass longer
 for good), until a page parsed links to it again, a run is given it as a start URL, or
 ``recrawl --retired``. A start URL (depth 0) never retires: the crawl grows from it.
@@ -18,9 +19,6 @@ import time
 from crashsafe.store.effect_values import Pass, PassFigures, PassTurn
 from crashsafe.store.sql_base import SQLBase, Tx, first
 
-#: 404/410 answers in a row that retire a page from passes (the SQL says 3: the partial
-#: index frontier_retired is on it)
-RETIRE_AFTER = 3
 #: seconds between looks for a crawl's first retired page (none: no link looked up)
 RETIRED_EVERY = 5.0
 

@@ -3,7 +3,7 @@
 -- A crawl that runs pass after pass queued every page it ever found again, and a page
 -- the site took down answered 404 in every pass for good: with products coming and going
 -- the passes grew while the site did not. Now a page counts the 404/410 answers it gave
--- in a row; at three (store/sql_passes.py, RETIRE_AFTER) it is retired: no pass queues
+-- in a row; at three (store/sql_passes.py) it is retired: no pass queues
 -- it again. A link to it found again on a page parsed (core.py, revive_linked) brings it
 -- back: the next pass fetches it.
 ALTER TABLE frontier ADD COLUMN gone_streak INTEGER NOT NULL DEFAULT 0;
