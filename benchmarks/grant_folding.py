@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import shutil
 import sqlite3
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -29,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from _harness import ManualClock  # noqa: E402
-from store_size import drop_schema, size_of  # noqa: E402
+from store_size import scratch_url, size_of  # noqa: E402
 
 from crashsafe.store import NewUrl, PageOutcome, open_store  # noqa: E402
 
@@ -98,18 +96,8 @@ def main() -> None:
     results = []
     for backend in args.backends:
         for fold in (True, False):
-            if backend == "sqlite":
-                folder = tempfile.mkdtemp(prefix="crashsafe-grants-")
-                url = f"sqlite:///{folder}/grants.db"
-            else:
-                url = f"{args.pg}?schema=bench_grants_{int(fold)}_{int(time.time())}"
-            try:
+            with scratch_url(backend, args.pg, f"grants_{int(fold)}") as url:
                 r = one(url, args.pages, args.passes, fold)
-            finally:
-                if backend == "postgres":
-                    drop_schema(url)
-                else:
-                    shutil.rmtree(folder, ignore_errors=True)
             results.append((backend, fold, r))
             print(f"{backend} fold={fold}: {r}", file=sys.stderr, flush=True)
     print(f"\n{args.pages:,} pages, {args.passes} passes ({args.pages * args.passes:,} grants)")

@@ -20,10 +20,13 @@ For each size and backend, in one run:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import shutil
 import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -135,16 +138,10 @@ def main() -> None:
     rows = []
     for records in args.records:
         for backend in args.backends:
-            if backend == "sqlite":
-                folder = tempfile.mkdtemp(prefix="crashsafe-size-")
-                url = f"sqlite:///{folder}/size.db"
-            else:
-                url = f"{args.pg}?schema=bench_size_{records}_{int(time.time())}"
-            row = one(url, records, args.per_page, args.pass_pages)
+            with scratch_url(backend, args.pg, f"size_{records}") as url:
+                row = one(url, records, args.per_page, args.pass_pages)
             rows.append((backend, row))
             print(f"{backend} {records:,}: {row}", file=sys.stderr, flush=True)
-            if backend == "postgres":
-                drop_schema(url)
     head = ["backend", "records", "finish_pass", "events pruned", "prune", "compact",
             "MB before", "pruned", "compacted"]  # fmt: skip
     widths = [10, 10, 12, 14, 8, 8, 10, 8, 10]
@@ -153,6 +150,24 @@ def main() -> None:
         print(f"{backend:<10} {r['records']:>10,} {r['finish_pass']:>11.3f}s "
               f"{r['events_pruned']:>14,} {r['prune']:>7.1f}s {r['compact']:>7.1f}s "
               f"{r['mb_before']:>10.1f} {r['mb_pruned']:>8.1f} {r['mb_after']:>10.1f}")  # fmt: skip
+
+
+@contextlib.contextmanager
+def scratch_url(backend: str, pg: str, name: str) -> Iterator[str]:
+    """A fresh database of ``backend`` (a temporary SQLite file, or a schema in ``pg``)
+    for one measurement, gone afterwards."""
+    if backend == "sqlite":
+        folder = tempfile.mkdtemp(prefix=f"crashsafe-{name}-")
+        try:
+            yield f"sqlite:///{folder}/{name}.db"
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return
+    url = f"{pg}?schema=bench_{name}_{int(time.time())}"
+    try:
+        yield url
+    finally:
+        drop_schema(url)
 
 
 def drop_schema(url: str) -> None:

@@ -10,9 +10,9 @@ import json
 import math
 import re
 import sqlite3
-import tempfile
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 
 import pytest
 from aiohttp import web
@@ -397,7 +397,21 @@ def test_a_crawl_running_pass_after_pass_keeps_about_two_grants_a_page(db_url: s
     assert rows <= 2 * 23  # (6 * 23 kept one by one)
 
 
-def test_a_page_taken_down_is_fetched_three_passes_then_no_more() -> None:
+def every_second(
+    handle: Callable[[web.Request], Awaitable[web.Response]], db_url: str, passes: int
+) -> None:
+    """`crawl --every 1s --passes N` of a site that ``handle`` answers; it must end."""
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    with AppThread(app) as served:
+        done = run_cli(
+            "crawl", SPIDER, "--db", db_url, "--start-url", f"{served.url}/",
+            "--every", "1s", "--passes", str(passes), "--no-progress", timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_page_taken_down_is_fetched_three_passes_then_no_more(db_url: str) -> None:
     """`crawl --every`: a product page that answers 404 and that no page links any more
     is retired after its third 404 in a row, instead of costing a request every pass."""
     hits: Counter[str] = Counter()
@@ -414,19 +428,11 @@ def test_a_page_taken_down_is_fetched_three_passes_then_no_more() -> None:
             return web.Response(text="<html><b>same</b></html>", content_type="text/html")
         return web.Response(status=404)
 
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handle)
-    with tempfile.TemporaryDirectory() as folder, AppThread(app) as served:
-        db_url = f"sqlite:///{folder}/crawl.db"
-        done = run_cli(
-            "crawl", SPIDER, "--db", db_url, "--start-url", f"{served.url}/",
-            "--every", "1s", "--passes", "6", "--no-progress", timeout=120,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        assert (hits["/"], hits["/kept"], hits["/gone"]) == (6, 6, 3)
-        status = run_cli("status", "--db", db_url).stdout
-        again = run_cli("recrawl", "--db", db_url)
-        forced = run_cli("recrawl", "--db", db_url, "--retired", "--force")
+    every_second(handle, db_url, passes=6)
+    assert (hits["/"], hits["/kept"], hits["/gone"]) == (6, 6, 3)
+    status = run_cli("status", "--db", db_url).stdout
+    again = run_cli("recrawl", "--db", db_url)
+    forced = run_cli("recrawl", "--db", db_url, "--retired", "--force")
     assert "(1 retired: gone three visits in a row)" in status
     assert "1 page not queued: gone (404, 410) at the last three visits" in again.stdout
     assert "pass 7 begun, 2 pages queued again" in again.stdout
@@ -434,7 +440,7 @@ def test_a_page_taken_down_is_fetched_three_passes_then_no_more() -> None:
     assert "pass 8 begun, 1 pages queued again" in forced.stdout  # (the others: pass 7)
 
 
-def test_a_site_down_for_three_passes_comes_back_whole() -> None:
+def test_a_site_down_for_three_passes_comes_back_whole(db_url: str) -> None:
     """An outage answering 404 everywhere for three passes retires the pages the start
     URL links (a start URL never retires); once the site is back its start page, parsed
     again, links them and the next pass fetches them; the run ends after its passes."""
@@ -451,16 +457,8 @@ def test_a_site_down_for_three_passes_comes_back_whole() -> None:
             body += '<a href="/a">a</a><a href="/b">b</a>'
         return web.Response(text=f"<html>{body}</html>", content_type="text/html")
 
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handle)
-    with tempfile.TemporaryDirectory() as folder, AppThread(app) as served:
-        db_url = f"sqlite:///{folder}/crawl.db"
-        done = run_cli(
-            "crawl", SPIDER, "--db", db_url, "--start-url", f"{served.url}/",
-            "--every", "1s", "--passes", "7", "--no-progress", timeout=120,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        # passes 1-4 all; 5 the start page alone (it links them again); 6 and 7 all
-        assert (hits["/"], hits["/a"], hits["/b"]) == (7, 6, 6)
-        [status] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
+    every_second(handle, db_url, passes=7)
+    # passes 1-4 all; 5 the start page alone (it links them again); 6 and 7 all
+    assert (hits["/"], hits["/a"], hits["/b"]) == (7, 6, 6)
+    [status] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
     assert status["effects"]["retired"] == 0
