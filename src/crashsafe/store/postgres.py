@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from crashsafe.errors import ConfigError, SchemaError, StoreError
 from crashsafe.store import masked
 from crashsafe.store.core import SQLStore
+from crashsafe.store.postgres_arrays import columns
 from crashsafe.store.postgres_cursors import ClaimCursors
 from crashsafe.store.postgres_urls import options_of
 from crashsafe.store.postgres_urls import why as _why
@@ -78,20 +79,21 @@ class _Unreachable(Exception):
 
 
 def _claim_after(p: Params, cursors: dict[int, int]) -> tuple[str, Params]:
-    """``claim_after`` with one ``claim_after_band`` per priority, and its parameters."""
+    """``claim_after`` with one ``claim_after_band`` per priority, and its parameters:
+    it picks the URLs, ``CLAIM_PICKED`` grants them."""
     arms, q = [], dict(p)
     for n, band in enumerate(sorted(cursors, reverse=True)):
         arm = Q["claim_after_band"].replace("%(band)s", f"%(band{n})s")
         arms.append(f"band{n} AS ({arm.replace('%(after)s', f'%(after{n})s')})")
         q[f"band{n}"], q[f"after{n}"] = band, cursors[band]
     union = " UNION ALL ".join(f"SELECT id, priority FROM band{n}" for n in range(len(arms)))
-    head = Q["claim_after"].replace("/*bands*/", ",\n".join([*arms, f"fresh AS ({union})"]))
-    return head + _GRANT, q
+    return Q["claim_after"].replace("/*bands*/", ",\n".join([*arms, f"fresh AS ({union})"])), q
 
 
 #: claim_due's grant of the picked ids (lease_grants rows, the frontier rows leased):
-#: claim_after ends where it begins.
+#: claim_picked ends where it begins.
 _GRANT = Q["claim_due"][Q["claim_due"].index("), granted AS (") + 1 :]
+CLAIM_PICKED = f"{Q['claim_picked']}\n{_GRANT}"
 
 
 class _Tx:
@@ -104,18 +106,20 @@ class _Tx:
         self.cur = conn.cursor()
 
     def rows(self, name: str, params: Params) -> list[tuple[Any, ...]]:
-        self.cur.execute(Q[name], params)
+        return self.rows_of(Q[name], params)
+
+    def rows_of(self, sql: str, params: Params) -> list[tuple[Any, ...]]:
+        self.cur.execute(sql, params)
         return self.cur.fetchall() if self.cur.description else []
 
     def run(self, name: str, params: Params) -> int:
         self.cur.execute(Q[name], params)
         return self.cur.rowcount
 
-    def unprepared(self, sql: str, params: Params) -> list[tuple[Any, ...]]:
-        """Rows of ``sql`` planned with these values (never a generic plan)."""
-        cur = self.conn.cursor()  # its own (in a pipeline: its results are waited for)
-        cur.execute(sql, params, prepare=False)
-        return cur.fetchall()
+    def unprepared(self, sql: str, params: Params) -> None:
+        """Run ``sql`` planned with these values (never a generic plan); in a pipeline,
+        without waiting for it."""
+        self.cur.execute(sql, params, prepare=False)
 
     def many(self, name: str, rows: Sequence[Params]) -> int:
         """One statement for all ``rows``: the query reads each parameter as an array of
@@ -123,8 +127,7 @@ class _Tx:
         (some 100 statements); as arrays, a handful."""
         if not rows:
             return 0
-        columns = {key: [row[key] for row in rows] for key in rows[0]}
-        self.cur.execute(Q[name], columns)
+        self.cur.execute(Q[name], columns(rows))
         return self.cur.rowcount
 
     def fenced(self, name: str, rows: Sequence[Params]) -> None:
@@ -144,16 +147,15 @@ class _GroupTx(_Tx):
 
     def many(self, name: str, rows: Sequence[Params]) -> int:
         if rows:
-            self.cur.execute(Q[name], {key: [row[key] for row in rows] for key in rows[0]})
+            self.cur.execute(Q[name], columns(rows))
         return 0  # not read: the fast path needs no count but the fenced ones'
 
     def fenced(self, name: str, rows: Sequence[Params]) -> None:
-        columns = {key: [row[key] for row in rows] for key in rows[0]}
-        self.cur.execute(FENCED[name], {**columns, "expected": len(rows)})
+        self.cur.execute(FENCED[name], {**columns(rows), "expected": len(rows)})
 
-    def rows(self, name: str, params: Params) -> list[tuple[Any, ...]]:
+    def rows_of(self, sql: str, params: Params) -> list[tuple[Any, ...]]:
         cur = self.conn.cursor()  # its own: the shared one's results are not waited for
-        cur.execute(Q[name], params)
+        cur.execute(sql, params)
         return cur.fetchall()  # (waits for the results: its description comes with them)
 
 
@@ -418,27 +420,42 @@ class PostgresStore(SQLStore):
     # once a minute), it sorted every pending row instead, 0.5 s per claim at 240 000.
     # So the store analyzes the frontier itself when a worker starts, and whenever the
     # links it added pass the size the statistics know of.
+    # The tables a page commit writes likewise: psycopg prepares a statement run five
+    # times, and PostgreSQL keeps a generic plan of it, made with the statistics of the
+    # time, until they change. A grant's outcome, set by id while lease_grants was new,
+    # was planned as a scan of the whole table and kept so: 4 ms a commit of 16 pages
+    # soon after (4 workers, a server without autovacuum). Analyzed again each time this
+    # store has committed twice as many pages, the plans are made afresh while it grows.
     _links_added = 0
     _analyzed_at = 0
+    _pages_committed = 0
+    _pages_analyzed_at = 1000
+    _COMMITTED_TABLES = ("lease_grants", "records", "record_pages")
 
-    def _note_links(self, n: int) -> None:
-        self._links_added += n
+    def _note_growth(self, links: int, pages: int) -> None:
+        self._links_added += links
         if self._links_added > max(1000, 2 * self._analyzed_at):
             self._analyze()
+        self._pages_committed += pages
+        if self._pages_committed >= self._pages_analyzed_at:
+            self._pages_analyzed_at = 2 * self._pages_committed
+            self._analyze(self._COMMITTED_TABLES)
 
-    def _analyze(self) -> None:
+    def _analyze(self, tables: Sequence[str] = ("frontier",)) -> None:
         try:
             with self._conn.transaction():
                 cur = self._conn.cursor()
-                cur.execute("ANALYZE frontier")
-                cur.execute(
-                    "SELECT reltuples::bigint FROM pg_class WHERE oid = 'frontier'::regclass"
-                )
-                row = cur.fetchone()
-            self._analyzed_at = max(int(row[0]) if row else 0, 0)
-            self._links_added = 0
-        except pg_errors.InsufficientPrivilege:  # not the table's owner: autovacuum does it
+                cur.execute(f"ANALYZE {', '.join(tables)}")
+                if "frontier" in tables:
+                    cur.execute(
+                        "SELECT reltuples::bigint FROM pg_class WHERE oid = 'frontier'::regclass"
+                    )
+                    row = cur.fetchone()
+                    self._analyzed_at = max(int(row[0]) if row else 0, 0)
+                    self._links_added = 0
+        except pg_errors.InsufficientPrivilege:  # not the tables' owner: autovacuum does it
             self._links_added = -(10**12)
+            self._pages_analyzed_at = 10**18
         except psycopg.Error:  # (the connection, say): try again after as many links
             self._links_added = 0
 
@@ -451,7 +468,7 @@ class PostgresStore(SQLStore):
     def enqueue(self, crawl: str, urls: Iterable[NewUrl]) -> int:
         urls = list(urls)
         added = super().enqueue(crawl, urls)
-        self._note_links(added)
+        self._note_growth(added, 0)
         return added
 
     def commit_and_lease(
@@ -471,7 +488,7 @@ class PostgresStore(SQLStore):
             politeness=politeness,
         )  # fmt: skip
         self._cursors.learned(crawl, {u.priority for p in outcomes for u in p.links})
-        self._note_links(sum(len(p.links) for p in outcomes))
+        self._note_growth(sum(len(p.links) for p in outcomes), len(outcomes))
         return result
 
     # -- claims ----------------------------------------------------------------------------
@@ -483,7 +500,8 @@ class PostgresStore(SQLStore):
         cursors = self._cursors.usable(crawl)
         if cursors is not None:
             assert isinstance(tx, _Tx)
-            rows = tx.unprepared(*_claim_after(p, cursors))
+            tx.unprepared(*_claim_after(p, cursors))
+            rows = tx.rows_of(CLAIM_PICKED, p)
             self._cursors.granted(crawl, rows, plain=False)
             if len(rows) >= p["limit"]:
                 return rows
