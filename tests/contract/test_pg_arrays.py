@@ -5,8 +5,10 @@ writes are analyzed again as the store commits pages (store/postgres.py)."""
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Callable
 
-from crashsafe.store import NewUrl, PageOutcome, RecordRow, open_store
+from crashsafe.store import NewUrl, PageOutcome, RecordRow, Store, open_store
 from crashsafe.store.postgres_arrays import array_literal, columns
 from tests import pg
 
@@ -63,38 +65,70 @@ def test_a_page_of_odd_text_is_stored_as_it_was_yielded(pg_url: str) -> None:
         store.close()
 
 
+def analyzed(url: str) -> dict[str, int]:
+    """How often each table a page commit writes was analyzed."""
+    with pg.connect(url) as db:
+        rows = db.execute(
+            "SELECT relname, analyze_count FROM pg_stat_user_tables"
+            " WHERE schemaname = current_schema()"
+            " AND relname IN ('lease_grants', 'records', 'record_pages')"
+        ).fetchall()
+    return dict(rows)
+
+
+def commit_pages(store: Store, pages: int, every: Callable[[int], None] | None = None) -> None:
+    """Commit ``pages`` pages of a record each, 16 a group, as a worker does; call
+    ``every`` (if any) with the count after each group."""
+    store.enqueue("c", [NewUrl(f"http://a/{n}") for n in range(pages + 16)])
+    owner = store.register_worker("c")
+    leases = store.lease("c", owner, 16, 60)
+    done = 0
+    while done < pages:
+        outcomes = [
+            PageOutcome(x, "done", 200, records=[RecordRow.build(
+                id=f"r{x.frontier_id}", source="c", key="k", url=None, data={},
+            )])
+            for x in leases
+        ]  # fmt: skip
+        _, leases = store.commit_and_lease("c", outcomes, owner=owner, limit=16,
+                                           lease_seconds=60)  # fmt: skip
+        done += len(outcomes)
+        if every is not None:
+            every(done)
+
+
 def test_the_tables_a_commit_writes_are_analyzed_as_they_grow(pg_url: str) -> None:
     store = open_store(pg_url)
-    pages = 1008  # (the first analysis comes at the thousandth page)
+    before = analyzed(pg_url)
 
-    def analyzed() -> dict[str, int]:
-        with pg.connect(pg_url) as db:
-            rows = db.execute(
-                "SELECT relname, analyze_count FROM pg_stat_user_tables"
-                " WHERE schemaname = current_schema()"
-                " AND relname IN ('lease_grants', 'records', 'record_pages')"
-            ).fetchall()
-        return dict(rows)
+    def not_yet(done: int) -> None:
+        if done == 496:
+            assert analyzed(pg_url) == before
 
     try:
-        store.enqueue("c", [NewUrl(f"http://a/{n}") for n in range(pages + 16)])
-        owner = store.register_worker("c")
-        leases = store.lease("c", owner, 16, 60)
-        before = analyzed()
-        done = 0
-        while done < pages:
-            outcomes = [
-                PageOutcome(x, "done", 200, records=[RecordRow.build(
-                    id=f"r{x.frontier_id}", source="c", key="k", url=None, data={},
-                )])
-                for x in leases
-            ]  # fmt: skip
-            _, leases = store.commit_and_lease("c", outcomes, owner=owner, limit=16,
-                                               lease_seconds=60)  # fmt: skip
-            done += len(outcomes)
-            if done == 496:
-                assert analyzed() == before
-        after = analyzed()
+        commit_pages(store, 1008, not_yet)  # (the first analysis comes at the 1000th page)
+        after = analyzed(pg_url)
         assert all(after[t] == before.get(t, 0) + 1 for t in after), (before, after)
     finally:
+        store.close()
+
+
+def test_a_commit_does_not_wait_for_a_table_it_cannot_analyze_now(pg_url: str) -> None:
+    # A VACUUM (crashsafe vacuum), say, holds the lock an ANALYZE of lease_grants needs.
+    store = open_store(pg_url)
+    holder = pg.connect(pg_url)
+    finished = threading.Event()
+    try:
+        holder.execute("BEGIN")
+        holder.execute("LOCK TABLE lease_grants IN SHARE UPDATE EXCLUSIVE MODE")
+        worker = threading.Thread(target=lambda: (commit_pages(store, 1008),
+                                                  finished.set()))  # fmt: skip
+        worker.start()
+        # While the lock is held: the analysis is left for later, the commits go on.
+        assert finished.wait(120), "the page commits waited for a lock held elsewhere"
+        holder.execute("ROLLBACK")
+        worker.join()
+        assert store.stats("c").done == 1008
+    finally:
+        holder.close()
         store.close()

@@ -445,6 +445,9 @@ class PostgresStore(SQLStore):
         try:
             with self._conn.transaction():
                 cur = self._conn.cursor()
+                # Not behind a VACUUM (crashsafe vacuum) or another worker's ANALYZE of the
+                # same table: the page commits of this worker would wait for it.
+                cur.execute("SET LOCAL lock_timeout = '100ms'")
                 cur.execute(f"ANALYZE {', '.join(tables)}")
                 if "frontier" in tables:
                     cur.execute(
@@ -456,7 +459,7 @@ class PostgresStore(SQLStore):
         except pg_errors.InsufficientPrivilege:  # not the tables' owner: autovacuum does it
             self._links_added = -(10**12)
             self._pages_analyzed_at = 10**18
-        except psycopg.Error:  # (the connection, say): try again after as many links
+        except psycopg.Error:  # (a lock, the connection): try again after as many links
             self._links_added = 0
 
     def register_worker(self, crawl: str = "", *, pid: int | None = None, run: str = "") -> str:
