@@ -2,6 +2,13 @@
 -- names them. Times are timestamptz; crashsafe_now(%(now)s) is the database's clock
 -- unless the caller injects one. Durations cross as seconds (float8), lists as arrays.
 -- Rows other workers are claiming are skipped (FOR UPDATE SKIP LOCKED), never waited for.
+-- Rows looked up by id say "(state = 'leased') IS TRUE": with state = 'leased' the
+-- planner may walk the whole frontier_leased index instead of the ids (its statistics,
+-- taken while few rows were leased, make it look tiny), and that index keeps an entry
+-- for every URL leased since vacuum last ran: 7 200 buffers and 59 ms a commit of 16
+-- pages while a long transaction held vacuum back (benchmarks/frontier_scaling.py
+-- --held-snapshot; auto_explain). IS TRUE is the same test for a column that is never
+-- NULL, and no index predicate is proved from it.
 
 -- name: enqueue_url
 -- many: every parameter is an array, one element per row (store/postgres.py).
@@ -178,13 +185,13 @@ UPDATE hosts SET delay = %(delay)s WHERE crawl = %(crawl)s AND origin = %(origin
 UPDATE frontier
 SET lease_expires = crashsafe_now(%(now)s) + make_interval(secs => %(lease_seconds)s::float8)
 WHERE id = ANY(%(ids)s::bigint[]) AND grant_id = ANY(%(grants)s::bigint[])
-  AND state = 'leased'
+  AND (state = 'leased') IS TRUE
 RETURNING grant_id;
 
 -- name: current_grants
 -- Locked: until the page's transaction ends no other worker can take these URLs over.
 SELECT id, grant_id FROM frontier
-WHERE id = ANY(%(ids)s::bigint[]) AND state = 'leased'
+WHERE id = ANY(%(ids)s::bigint[]) AND (state = 'leased') IS TRUE
 FOR UPDATE;
 
 -- name: release_url
@@ -193,7 +200,8 @@ UPDATE frontier f
 SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = f.attempts + u.fetched
 FROM unnest(%(fetched)s::int[], %(id)s::bigint[], %(grant)s::bigint[]) AS u(fetched, id, g)
-WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g AND f.state = 'leased';
+WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g
+  AND (f.state = 'leased') IS TRUE;
 
 -- name: release_grant
 -- many
@@ -287,7 +295,8 @@ FROM unnest(%(status)s::int[], %(error)s::text[], %(now)s::float8[], %(id)s::big
             %(revisit_in)s::float8[], %(listed)s::boolean[])
      AS u(status, error, now, id, g, links_skipped, links_cut, validators, revisit,
           body_bytes, revisit_in, listed)
-WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g AND f.state = 'leased';
+WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g
+  AND (f.state = 'leased') IS TRUE;
 
 -- name: mark_retry
 -- many. Also for a deferred page (robots.txt unreachable): then it adds no attempt.
@@ -298,7 +307,8 @@ SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL
 FROM unnest(%(status)s::int[], %(error)s::text[], %(now)s::float8[], %(id)s::bigint[],
             %(grant)s::bigint[], %(counted)s::int[], %(retry_in)s::float8[])
      AS u(status, error, now, id, g, counted, retry_in)
-WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g AND f.state = 'leased';
+WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g
+  AND (f.state = 'leased') IS TRUE;
 
 -- name: hold_back_origin
 -- many. A page deferred for its robots.txt holds back its origin's other pending URLs.
@@ -320,7 +330,8 @@ SET state = 'failed', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
 FROM unnest(%(status)s::int[], %(error)s::text[], %(now)s::float8[], %(id)s::bigint[],
             %(grant)s::bigint[], %(revisit_in)s::float8[]) AS u(status, error, now, id, g,
                                                                 revisit_in)
-WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g AND f.state = 'leased';
+WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g
+  AND (f.state = 'leased') IS TRUE;
 
 -- name: put_cookie
 -- many (keys distinct: store/core.py keeps the last cookie of a group per key)
@@ -841,7 +852,7 @@ WHERE crawl = %(crawl)s AND state = 'pending' AND origin = %(origin)s
 
 -- name: shift_ids_out
 UPDATE frontier SET next_attempt_at = next_attempt_at + make_interval(secs => %(shift)s)
-WHERE id = ANY(%(ids)s::bigint[]) AND state = 'pending'
+WHERE id = ANY(%(ids)s::bigint[]) AND (state = 'pending') IS TRUE  -- (by id: see the top)
   AND next_attempt_at < to_timestamp(%(shifted)s);
 
 -- name: shift_origin_back
@@ -889,7 +900,7 @@ UPDATE frontier
 SET state = 'pending', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = attempts + 1,
     next_attempt_at = next_attempt_at + make_interval(secs => %(shift)s)
-WHERE id = ANY(%(ids)s::bigint[]) AND state = 'leased'
+WHERE id = ANY(%(ids)s::bigint[]) AND (state = 'leased') IS TRUE
   AND lease_expires < crashsafe_now(%(now)s);
 
 -- name: knows_origin
