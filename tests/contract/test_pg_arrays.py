@@ -45,6 +45,52 @@ def test_a_column_of_other_values_is_left_to_psycopg() -> None:
     assert columns([{"a": 1, "b": "x"}, {"a": None, "b": 'y"'}]) == {
         "a": "{1,NULL}", "b": '{"x","y\\""}',
     }  # fmt: skip
+    # Each column as its type takes it: an integer takes floats (rounded, halves to even,
+    # as PostgreSQL casts) and bools; a value it does not take leaves it to psycopg.
+    types = {"a": "bigint", "b": "float8", "c": "text", "d": "boolean"}
+    row = {"a": 2.0, "b": 1, "c": 5, "d": True}
+    assert columns([row], types) == {"a": "{2}", "b": "{1}", "c": [5], "d": "{t}"}
+    row = {"a": True, "b": 0.5, "c": "x", "d": 1}
+    assert columns([row], types) == {"a": "{1}", "b": "{0.5}", "c": '{"x"}', "d": [1]}
+    assert array_literal([0.5, 1.5, 2.5, -2.5], "int") == "{0,2,2,-2}"
+    assert array_literal([math.nan], "int") == [math.nan]  # (PostgreSQL refuses it)
+
+
+def test_floats_in_integer_fields_are_stored_as_before(pg_url: str) -> None:
+    # (psycopg's float8[] cast to the integer column: what the store did before literals)
+    store = open_store(pg_url)
+    try:
+        store.enqueue("c", [NewUrl("http://a/1"), NewUrl("http://a/2", priority=1.0)])  # type: ignore[arg-type]
+        owner = store.register_worker("c")
+        leases = store.lease("c", owner, 2, 60)
+        pages = [
+            PageOutcome(x, "done", 200.0, body_bytes=10.0,  # type: ignore[arg-type]
+                        links=[NewUrl(f"{x.url}/more", priority=2.0)])  # type: ignore[arg-type]
+            for x in leases
+        ]  # fmt: skip
+        assert store.commit_pages("c", pages) == [None, None]
+        assert store.stats("c").done == 2
+        with pg.connect(pg_url) as db:
+            found = db.execute("SELECT url, priority, http_status, body_bytes FROM frontier"
+                               " ORDER BY url").fetchall()  # fmt: skip
+        assert found == [
+            ("http://a/1", 0, 200, 10), ("http://a/1/more", 2, None, None),
+            ("http://a/2", 1, 200, 10), ("http://a/2/more", 2, None, None),
+        ]  # fmt: skip
+    finally:
+        store.close()
+
+
+def test_a_server_set_to_read_null_in_arrays_as_text_changes_nothing(pg_url: str) -> None:
+    # array_nulls = off would read the arrays' NULLs as the text "NULL".
+    store = open_store(pg_url + "&options=-c%20array_nulls%3Doff")
+    try:
+        store.enqueue("c", [NewUrl("http://a/1")])
+        [lease] = store.lease("c", store.register_worker("c"), 1, 60)
+        assert lease.callback is None
+        assert store.commit_pages("c", [PageOutcome(lease, "done", 200)]) == [None]
+    finally:
+        store.close()
 
 
 def test_a_page_of_odd_text_is_stored_as_it_was_yielded(pg_url: str) -> None:

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from crashsafe.errors import ConfigError, SchemaError, StoreError
 from crashsafe.store import masked
 from crashsafe.store.core import SQLStore
-from crashsafe.store.postgres_arrays import columns
+from crashsafe.store.postgres_arrays import columns, element_types
 from crashsafe.store.postgres_cursors import ClaimCursors
 from crashsafe.store.postgres_urls import options_of
 from crashsafe.store.postgres_urls import why as _why
@@ -72,6 +72,7 @@ def _fenced_sql(sql: str) -> str:
 
 
 FENCED = {name: _fenced_sql(Q[name]) for name in ("mark_done", "mark_retry", "mark_failed")}
+TYPES = {name: element_types(sql) for name, sql in Q.items()}  # (of each query's arrays)
 
 
 class _Unreachable(Exception):
@@ -127,7 +128,7 @@ class _Tx:
         (some 100 statements); as arrays, a handful."""
         if not rows:
             return 0
-        self.cur.execute(Q[name], columns(rows))
+        self.cur.execute(Q[name], columns(rows, TYPES[name]))
         return self.cur.rowcount
 
     def fenced(self, name: str, rows: Sequence[Params]) -> None:
@@ -147,11 +148,11 @@ class _GroupTx(_Tx):
 
     def many(self, name: str, rows: Sequence[Params]) -> int:
         if rows:
-            self.cur.execute(Q[name], columns(rows))
+            self.cur.execute(Q[name], columns(rows, TYPES[name]))
         return 0  # not read: the fast path needs no count but the fenced ones'
 
     def fenced(self, name: str, rows: Sequence[Params]) -> None:
-        self.cur.execute(FENCED[name], {**columns(rows), "expected": len(rows)})
+        self.cur.execute(FENCED[name], {**columns(rows, TYPES[name]), "expected": len(rows)})
 
     def rows_of(self, sql: str, params: Params) -> list[tuple[Any, ...]]:
         cur = self.conn.cursor()  # its own: the shared one's results are not waited for
@@ -214,7 +215,10 @@ class PostgresStore(SQLStore):
                 "not shown: it would show a part of it, maybe the password); check the "
                 "percent signs: a literal % is %25"
             ) from None
-        options = [str(given.get("options") or ""), f"-c search_path={self.schema}"]
+        # (array_nulls: the group statements' arrays say NULL for None; a server set
+        # otherwise would read it as the text "NULL")
+        options = [str(given.get("options") or ""), f"-c search_path={self.schema}",
+                   "-c array_nulls=on"]  # fmt: skip
         if self._readonly:
             options.append("-c default_transaction_read_only=on")
         try:
