@@ -10,7 +10,7 @@ import pytest
 
 from crashsafe.store import NewUrl, PageOutcome, RecordRow, Store, open_store
 from crashsafe.store.postgres import _claim_after
-from crashsafe.store.postgres_cursors import RESCAN_SECONDS
+from crashsafe.store.postgres_cursors import RESCAN_MAX, RESCAN_SECONDS, ClaimCursors
 from crashsafe.store.queries import load_queries
 from tests import pg
 from tests.clock import ManualClock
@@ -169,3 +169,29 @@ def nodes(plan: dict) -> list[dict]:  # type: ignore[type-arg]
     for child in plan.get("Plans", []):
         found += nodes(child)
     return found
+
+
+def test_a_slow_plain_claim_makes_the_next_one_wait_longer() -> None:
+    # (while a long transaction holds back vacuum, a plain claim walks past every URL
+    # leased since: the cursors' claims go on meanwhile)
+    clock = ManualClock()
+    cursors = ClaimCursors(clock)
+
+    def plain_claim(took: float) -> None:
+        cursors.rescanned(C, took)
+        cursors.granted(C, [(7, "u", 0, 0, None, 0)], plain=True)
+        cursors.committed()
+
+    plain_claim(0.01)
+    clock.advance(RESCAN_SECONDS)
+    assert cursors.usable(C) is None  # the plain claim is due
+    plain_claim(1.0)  # slow: the next one in 20 s
+    clock.advance(RESCAN_SECONDS)
+    assert cursors.usable(C) == {0: 6}
+    clock.advance(20 - RESCAN_SECONDS)
+    assert cursors.usable(C) is None
+    plain_claim(30.0)  # very slow: never more than RESCAN_MAX
+    clock.advance(RESCAN_MAX - 1)
+    assert cursors.usable(C) is not None
+    clock.advance(1)
+    assert cursors.usable(C) is None

@@ -513,8 +513,9 @@ class PostgresStore(SQLStore):
             if len(rows) >= p["limit"]:
                 return rows
             p = {**p, "limit": p["limit"] - len(rows)}
-        self._cursors.rescanned(crawl)
+        started = time.monotonic()
         more = tx.rows("claim_due", p)
+        self._cursors.rescanned(crawl, time.monotonic() - started)
         self._cursors.granted(crawl, more, plain=True)
         return rows + more
 

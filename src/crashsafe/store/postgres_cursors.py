@@ -12,9 +12,9 @@ new URLs get larger ids, so they lie ahead.
 What lies behind a cursor is found by the plain claim (``claim_due``), which the worker
 runs when it has no cursors yet, when a claim from the cursors comes up short (then for
 the rest), every ``RESCAN_SECONDS`` of the store's clock (URLs given back or retried, by
-any worker, a priority it has not seen, lapsed leases), after any write of its own other
-than a page commit (a release, a retry queued: ``invalidate``), and always in a crawl of
-more than ``MAX_BANDS`` priorities.
+any worker, a priority it has not seen, lapsed leases; longer after a slow one), after
+any write of its own other than a page commit (a release, a retry queued:
+``invalidate``), and always in a crawl of more than ``MAX_BANDS`` priorities.
 """
 
 from __future__ import annotations
@@ -24,6 +24,13 @@ from typing import Any
 
 RESCAN_SECONDS = 2.0
 MAX_BANDS = 8  # priorities with a cursor each; a crawl with more claims the plain way
+# A plain claim that took SLOW_CLAIM seconds or more (while a long transaction holds back
+# vacuum it walks past every URL leased since: 0.55 s after six minutes, four workers,
+# auto_explain) makes the next wait RESCAN_FACTOR times as long, up to RESCAN_MAX: what
+# lies behind the cursors then waits longer, the claims from them go on.
+SLOW_CLAIM = 0.25
+RESCAN_FACTOR = 20
+RESCAN_MAX = 60.0
 
 
 class ClaimCursors:
@@ -43,10 +50,12 @@ class ClaimCursors:
             return None
         return bands
 
-    def rescanned(self, crawl: str) -> None:
-        """A plain claim ran (in the transaction under way): the cursors start afresh."""
+    def rescanned(self, crawl: str, took: float = 0.0) -> None:
+        """A plain claim ran (in the transaction under way), in ``took`` seconds: the
+        cursors start afresh."""
+        wait = RESCAN_SECONDS if took < SLOW_CLAIM else min(RESCAN_MAX, RESCAN_FACTOR * took)
         self._bands[crawl] = {}
-        self._rescan_at[crawl] = self._clock() + RESCAN_SECONDS
+        self._rescan_at[crawl] = self._clock() + wait
 
     def granted(self, crawl: str, rows: Iterable[tuple[Any, ...]], *, plain: bool) -> None:
         """Note the (id, ..., priority at [5], ...) rows a claim granted: they move the
