@@ -513,9 +513,9 @@ class PostgresStore(SQLStore):
             if len(rows) >= p["limit"]:
                 return rows
             p = {**p, "limit": p["limit"] - len(rows)}
-        started = time.monotonic()
+        started = self._cursors.now()  # (the store's clock: an injected one stands still)
         more = tx.rows("claim_due", p)
-        self._cursors.rescanned(crawl, time.monotonic() - started)
+        self._cursors.rescanned(crawl, self._cursors.now() - started)
         self._cursors.granted(crawl, more, plain=True)
         return rows + more
 

@@ -43,6 +43,9 @@ class ClaimCursors:
         # What claims of the transaction under way granted: (crawl, plain?, [(priority, id)])
         self._granted: list[tuple[str, bool, list[tuple[int, int]]]] = []
 
+    def now(self) -> float:
+        return self._clock()
+
     def usable(self, crawl: str) -> dict[int, int] | None:
         """The cursors to claim from, or None when the plain claim is due."""
         bands = self._bands.get(crawl)
