@@ -11,6 +11,7 @@ say) is left to psycopg, whose array the cast converts, as before.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -35,7 +36,7 @@ def _int(v: Any) -> str:
         return str(v)
     if kind is bool:
         return "1" if v else "0"
-    if kind is float and v == v and abs(v) != float("inf"):
+    if kind is float and math.isfinite(v):
         return str(round(v))  # (as PostgreSQL casts a float: halves to even)
     raise _Other
 
