@@ -476,6 +476,30 @@ def test_a_stale_page_in_a_group_leaves_the_others_whole(open_stores: Callable[[
     assert leases == []  # nothing else pending: the stale page's link was not written
 
 
+@pytest.mark.parametrize("with_stale", [False, True], ids=["whole", "page_by_page"])
+def test_every_page_of_a_group_has_its_grants_outcome(
+    open_stores: Callable[[], Store], with_stale: bool
+) -> None:
+    """Each way a page ends is its grant's outcome, in a group committed whole (the fenced
+    updates set the outcomes: PostgreSQL in the same statement) and in one redone page by
+    page (a stale page in it)."""
+    a, old, _b, _new = regranted(open_stores)
+    kinds = sorted(STALE_PAGES)
+    a.enqueue(C, [NewUrl(f"http://b/{kind}") for kind in kinds])
+    owner = a.register_worker()
+    leases = sorted(a.lease(C, owner, len(kinds), 60), key=lambda x: x.url)
+    pages = [STALE_PAGES[kind](x) for kind, x in zip(kinds, leases, strict=True)]
+    if with_stale:
+        pages.append(STALE_PAGES["done"](old))
+    errors, _ = a.commit_and_lease(C, pages, owner=owner, limit=0, lease_seconds=60)
+    assert errors == [None] * len(kinds) + [STALE] * with_stale
+    expected = dict.fromkeys(kinds, 1) | ({"stale": 1} if with_stale else {})
+    outcomes = dict(a.stats(C).outcomes)
+    # (the other worker's grant on the regranted URL is current: no outcome yet)
+    assert outcomes.pop("in flight or lost") == 2 - with_stale
+    assert outcomes == expected
+
+
 # -- attempts (DESIGN rule 5): every path that may have made a request counts one ---------
 
 

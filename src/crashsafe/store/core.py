@@ -245,7 +245,7 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
             grants.append({"outcome": p.kind, "grant": grant})
             error = None if p.error is None else storable(p.error)
             row = {"status": p.http_status, "error": error, "now": now, "id": fid,
-                   "grant": grant}  # fmt: skip
+                   "grant": grant, "outcome": p.kind}  # fmt: skip
             if p.kind == "done" or p.kind == "skipped":
                 parsed = p.revisit is None and p.http_status not in _SAYS_NOTHING
                 done.append({**row, "links_skipped": p.links_skipped, "links_cut": p.links_cut,
@@ -295,9 +295,11 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
             if not rows:
                 continue
             if not checked:
-                tx.fenced(name, rows)
+                tx.fenced(name, rows)  # (and the grants' outcomes)
             elif tx.many(name, rows) != len(rows):  # the grants were read in this transaction
                 raise StoreError("a fenced update missed a row that was current")
+        if checked:
+            tx.many("set_grant_outcome", grants)
         # Rows other workers may write too (a record on two pages, a link found twice)
         # go in one order everywhere, so two group commits never wait on each other in
         # a circle (PostgreSQL would abort one as a deadlock).
@@ -337,7 +339,6 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
                 {"crawl": crawl, "pattern": storable(pattern), "http": http, "browser": browser}
                 for pattern, (http, browser) in sorted(rendered.items())
             ])  # fmt: skip
-        tx.many("set_grant_outcome", grants)
         if held:
             tx.many("hold_back_origin", held)
         refused = [p.lease.grant_id for p, was in zip(pages, stale, strict=True) if was]

@@ -62,17 +62,25 @@ RETRIES = 5  # runs of a call that a deadlock or serialisation failure rolled ba
 FENCE_FAILED = "CS409"  # crashsafe_fenced(): a fenced update of a group missed its row
 
 
+def _body(sql: str) -> str:
+    """``sql`` without its comments and its final semicolon, to nest in a WITH."""
+    return "\n".join(line.split("--", 1)[0] for line in sql.splitlines()).strip().rstrip(";")
+
+
 def _fenced_sql(sql: str) -> str:
-    """A fenced update that checks its own count on the server (see crashsafe_fenced)."""
-    body = "\n".join(line.split("--", 1)[0] for line in sql.splitlines()).strip().rstrip(";")
+    """A fenced update that checks its own count on the server (see crashsafe_fenced),
+    and sets the grants' outcomes in the same statement (one statement less a commit).
+    If the count is short the statement fails, and the outcomes with it."""
     return (
-        f"WITH fenced AS ({body} RETURNING 1) "
+        f"WITH fenced AS ({_body(sql)} RETURNING 1), "
+        f"outcomes AS ({_body(Q['set_grant_outcome'])}) "
         "SELECT crashsafe_fenced(count(*), %(expected)s) FROM fenced"
     )
 
 
 FENCED = {name: _fenced_sql(Q[name]) for name in ("mark_done", "mark_retry", "mark_failed")}
 TYPES = {name: element_types(sql) for name, sql in Q.items()}  # (of each query's arrays)
+TYPES.update({name: element_types(sql) for name, sql in FENCED.items()})  # (and outcomes')
 
 
 class _Unreachable(Exception):

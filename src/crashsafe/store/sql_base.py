@@ -37,7 +37,8 @@ class Tx(Protocol):
         ...
 
     def fenced(self, name: str, rows: Sequence[Params]) -> None:
-        """Run the fenced state update ``name`` for ``rows``; each must match its row, or
+        """Run the fenced state update ``name`` for ``rows`` and set their grants'
+        outcomes (each row's ``grant`` and ``outcome``); each must match its row, or
         :class:`StaleInGroup` is raised, now or by the end of the transaction (which then
         does not commit)."""
         ...
@@ -55,6 +56,7 @@ def fenced_by_count(tx: Tx, name: str, rows: Sequence[Params]) -> None:
     """:meth:`Tx.fenced` for a transaction whose counts come back at once."""
     if tx.many(name, rows) != len(rows):
         raise StaleInGroup
+    tx.many("set_grant_outcome", rows)
 
 
 def first(rows: list[tuple[Any, ...]]) -> Any:
