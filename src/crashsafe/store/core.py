@@ -295,7 +295,7 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
             if not rows:
                 continue
             if not checked:
-                tx.fenced(name, rows)  # (and the grants' outcomes)
+                tx.fenced(name, rows)  # (and the grants' outcomes: no one else writes those)
             elif tx.many(name, rows) != len(rows):  # the grants were read in this transaction
                 raise StoreError("a fenced update missed a row that was current")
         if checked:
