@@ -104,8 +104,9 @@ def span_rate(url: str) -> tuple[int, float]:
     return n, n / max(last - first, 1e-3)
 
 
-def windows(url: str, width: float) -> list[int]:
-    """Pages done in each ``width``-second window from the first commit (PostgreSQL)."""
+def windows(url: str, width: float) -> list[float]:
+    """Pages done a second in each ``width``-second window from the first commit to the
+    last (the last window over the part of it the run lasted), PostgreSQL."""
     import psycopg
 
     from crashsafe.store.postgres_urls import split_url
@@ -115,11 +116,16 @@ def windows(url: str, width: float) -> list[int]:
         rows = db.execute(
             "WITH d AS (SELECT extract(epoch FROM done_at)::float8 AS t FROM frontier "
             "WHERE state = 'done') SELECT floor((t - (SELECT min(t) FROM d)) / %s)::int AS w, "
-            "count(*) FROM d GROUP BY w ORDER BY w",
+            "count(*), max(t) - (SELECT min(t) FROM d) FROM d GROUP BY w ORDER BY w",
             (width,),
         ).fetchall()
-    found = dict(rows)
-    return [found.get(w, 0) for w in range(max(found) + 1)] if found else []
+    if not rows:
+        return []
+    found = {w: n for w, n, _ in rows}
+    last, span = rows[-1][0], rows[-1][2]
+    rates = [found.get(w, 0) / width for w in range(last + 1)]
+    rates[-1] = found[last] / max(span - last * width, 1e-3)
+    return rates
 
 
 class HeldSnapshot:
@@ -205,7 +211,7 @@ def held_snapshot(pg: str, seconds: float, batch: int, workers: int = 4) -> None
             store.close()
             held = HeldSnapshot(url) if hold else None
             rate = measure_store(url, workers, seconds, batch, urls)
-            rows[hold] = (rate, [n / width for n in windows(url, width)])
+            rows[hold] = (rate, windows(url, width))
         finally:
             if held is not None:
                 held.close()
@@ -216,6 +222,11 @@ def held_snapshot(pg: str, seconds: float, batch: int, workers: int = 4) -> None
     for hold, (rate, per) in rows.items():
         name = "held snapshot" if hold else "no snapshot held"
         print(f"{name:>17}  overall {rate:>7,.0f}  " + " ".join(f"{x:,.0f}" for x in per))
+    if len(rows) == 2 and rows[False][0]:
+        per = rows[True][1]
+        print(f"held / not held, overall: {rows[True][0] / rows[False][0]:.0%}" + (
+            f"; held, last window / first: {per[-1] / per[0]:.0%}"
+            if len(per) >= 2 and per[0] else ""))  # fmt: skip
 
 
 def main() -> None:
