@@ -51,6 +51,7 @@ def test_frontier_scaling_measures_claims_under_a_held_snapshot(pg_database: str
     assert "without a held snapshot: " in out and "with a held snapshot: " in out
     rows = out.split("pages/s in each 30 s")[1]
     assert "no snapshot held  overall" in rows and "held snapshot  overall" in rows
+    assert "held / not held, overall: " in rows
 
 
 def test_recrawl_shows_an_unchanged_shop_costing_no_body() -> None:
