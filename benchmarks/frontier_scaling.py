@@ -106,7 +106,8 @@ def span_rate(url: str) -> tuple[int, float]:
 
 def windows(url: str, width: float) -> list[float]:
     """Pages done a second in each ``width``-second window from the first commit to the
-    last (the last window over the part of it the run lasted), PostgreSQL."""
+    last, PostgreSQL. The last window is rated over the part of it the run lasted, and
+    left out if that is under half a window (a few pages over a moment say nothing)."""
     import psycopg
 
     from crashsafe.store.postgres_urls import split_url
@@ -124,7 +125,10 @@ def windows(url: str, width: float) -> list[float]:
     found = {w: n for w, n, _ in rows}
     last, span = rows[-1][0], rows[-1][2]
     rates = [found.get(w, 0) / width for w in range(last + 1)]
-    rates[-1] = found[last] / max(span - last * width, 1e-3)
+    lasted = span - last * width
+    if last and lasted < width / 2:
+        return rates[:-1]
+    rates[-1] = found[last] / max(lasted, 1e-3)
     return rates
 
 
