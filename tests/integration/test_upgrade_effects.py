@@ -86,6 +86,16 @@ def test_records_stored_before_the_upgrade_get_events_and_can_go(
 #: what the schema versions after page listings added (grant totals, retired pages)
 LATER = ("DROP TABLE grant_totals", "DROP INDEX frontier_retired",
          "ALTER TABLE frontier DROP COLUMN gone_streak")  # fmt: skip
+#: and on PostgreSQL, lighter page commits (version 14): the trigger and index before it
+LATER_PG = (
+    "DROP TRIGGER records_created ON records",
+    "DROP FUNCTION crashsafe_records_created()",
+    "CREATE TRIGGER records_created AFTER INSERT ON records"
+    " FOR EACH ROW EXECUTE FUNCTION crashsafe_record_event()",
+    "DROP INDEX lease_grants_crawl",
+    "CREATE INDEX lease_grants_crawl ON lease_grants (crawl, outcome)",
+    "ALTER TABLE lease_grants RESET (fillfactor)",
+)
 
 
 def back_to_before_listings(url: str) -> None:
@@ -100,7 +110,7 @@ def back_to_before_listings(url: str) -> None:
             db.commit()
     else:
         with pg.connect(url) as db:
-            for statement in LATER:
+            for statement in LATER_PG + LATER:
                 db.execute(statement)
             db.execute("DROP TABLE record_pages")
             db.execute("ALTER TABLE frontier DROP COLUMN listed")
