@@ -2,9 +2,13 @@
 --
 -- A grant's outcome, set when its page commits, is a heap-only update: no index holds
 -- the outcome any more (the figures that count grants by outcome read all of a crawl's
--- grants anyway), and each heap page keeps room for its rows' second versions (the
--- outcome is set seconds after the grant is written, on the page it was written to).
-ALTER TABLE lease_grants SET (fillfactor = 70);
+-- grants anyway), and each heap page keeps a tenth free for its rows' second versions
+-- (the outcome is set seconds after the grant is written, on the page it was written
+-- to; the versions it leaves are pruned as the page fills). With four workers 94 % of
+-- the outcome updates were heap-only and the table with its indexes came out 3 % smaller
+-- (the old index held every grant twice until vacuum); a fill factor of 70 made it 26 %
+-- larger for 100 %.
+ALTER TABLE lease_grants SET (fillfactor = 90);
 DROP INDEX lease_grants_crawl;
 CREATE INDEX lease_grants_crawl ON lease_grants (crawl);
 
