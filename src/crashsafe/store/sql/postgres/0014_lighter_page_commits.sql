@@ -16,7 +16,8 @@ CREATE INDEX lease_grants_crawl ON lease_grants (crawl);
 -- once a statement over the rows it inserted, not by a function call for every row.
 -- add_endpoint's lock (0007) works as before: the statement that inserts the records
 -- either ended before it or started after, and the trigger's query reads the endpoints
--- after the statement's rows are written.
+-- after the statement's rows are written. A statement's created events now follow its
+-- updated ones (row triggers fire first); a record's own events keep their order.
 CREATE FUNCTION crashsafe_records_created() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
