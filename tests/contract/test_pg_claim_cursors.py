@@ -195,3 +195,39 @@ def test_a_slow_plain_claim_makes_the_next_one_wait_longer() -> None:
     assert cursors.usable(C) is not None
     clock.advance(1)
     assert cursors.usable(C) is None
+
+
+def test_a_plain_claim_as_slow_as_the_cursors_claims_does_not_make_the_next_wait() -> None:
+    # (a busy server slows every claim alike: then what lies behind the cursors must not
+    # wait longer; a plain claim slower than they are walks dead entries they skip)
+    clock = ManualClock()
+    cursors = ClaimCursors(clock)
+
+    def plain_claim(took: float) -> None:
+        cursors.rescanned(C, took)
+        cursors.granted(C, [(7, "u", 0, 0, None, 0)], plain=True)
+        cursors.committed()
+
+    for _ in range(5):
+        cursors.claimed_from_cursors(0.5)
+    plain_claim(1.0)  # as slow as the claims from the cursors, about: a busy server
+    clock.advance(RESCAN_SECONDS)
+    assert cursors.usable(C) is None  # the next plain claim is due as usual
+    for _ in range(20):
+        cursors.claimed_from_cursors(0.01)  # the server is quick again
+    plain_claim(1.0)  # a hundred times slower than they are: the next one in 20 s
+    clock.advance(RESCAN_SECONDS)
+    assert cursors.usable(C) == {0: 6}
+    clock.advance(20 - RESCAN_SECONDS)
+    assert cursors.usable(C) is None
+
+
+def test_a_store_times_its_claims_from_the_cursors(stores: Stores) -> None:
+    # (what the test above compares a plain claim with)
+    a, _, _ = stores
+    a.enqueue(C, [NewUrl(f"http://a/{i}") for i in range(8)])
+    owner = a.register_worker(C)
+    first = a.lease(C, owner, 4, 600)  # a plain claim
+    assert a._cursors._cursor_claim_took is None  # type: ignore[attr-defined]
+    a.commit_and_lease(C, done(first), owner=owner, limit=4, lease_seconds=600)  # cursors
+    assert a._cursors._cursor_claim_took is not None  # type: ignore[attr-defined]

@@ -515,8 +515,10 @@ class PostgresStore(SQLStore):
         cursors = self._cursors.usable(crawl)
         if cursors is not None:
             assert isinstance(tx, _Tx)
+            started = self._cursors.now()
             tx.unprepared(*_claim_after(p, cursors))
             rows = tx.rows_of(CLAIM_PICKED, p)
+            self._cursors.claimed_from_cursors(self._cursors.now() - started)
             self._cursors.granted(crawl, rows, plain=False)
             if len(rows) >= p["limit"]:
                 return rows

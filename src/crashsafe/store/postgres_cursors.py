@@ -15,6 +15,11 @@ the rest), every ``RESCAN_SECONDS`` of the store's clock (URLs given back or ret
 any worker, a priority it has not seen, lapsed leases; longer after a slow one), after
 any write of its own other than a page commit (a release, a retry queued:
 ``invalidate``), and always in a crawl of more than ``MAX_BANDS`` priorities.
+
+A plain claim that is slow where the claims from the cursors are not (it walks dead
+index entries they skip) makes the next one wait longer; one that is slow as they are
+(a busy server: both wait on the same group's writes) does not, so URLs behind the
+cursors are not held back on a server that is merely busy.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ MAX_BANDS = 8  # priorities with a cursor each; a crawl with more claims the pla
 SLOW_CLAIM = 0.25
 RESCAN_FACTOR = 20
 RESCAN_MAX = 60.0
+# ... and only if it took SLOWER times as long as the claims from the cursors usually do
+# (their time, like the plain claim's, includes the group's writes sent before it).
+SLOWER = 4.0
 
 
 class ClaimCursors:
@@ -42,6 +50,7 @@ class ClaimCursors:
         self._rescan_at: dict[str, float] = {}
         # What claims of the transaction under way granted: (crawl, plain?, [(priority, id)])
         self._granted: list[tuple[str, bool, list[tuple[int, int]]]] = []
+        self._cursor_claim_took: float | None = None  # a moving average, seconds
 
     def now(self) -> float:
         return self._clock()
@@ -53,10 +62,17 @@ class ClaimCursors:
             return None
         return bands
 
+    def claimed_from_cursors(self, took: float) -> None:
+        """A claim from the cursors took ``took`` seconds."""
+        last = self._cursor_claim_took
+        self._cursor_claim_took = took if last is None else 0.8 * last + 0.2 * took
+
     def rescanned(self, crawl: str, took: float = 0.0) -> None:
         """A plain claim ran (in the transaction under way), in ``took`` seconds: the
         cursors start afresh."""
-        wait = RESCAN_SECONDS if took < SLOW_CLAIM else min(RESCAN_MAX, RESCAN_FACTOR * took)
+        usual = self._cursor_claim_took
+        slow = took >= SLOW_CLAIM and (usual is None or took >= SLOWER * usual)
+        wait = min(RESCAN_MAX, RESCAN_FACTOR * took) if slow else RESCAN_SECONDS
         self._bands[crawl] = {}
         self._rescan_at[crawl] = self._clock() + wait
 
