@@ -171,26 +171,27 @@ def nodes(plan: dict) -> list[dict]:  # type: ignore[type-arg]
     return found
 
 
+def plain_claim(cursors: ClaimCursors, took: float) -> None:
+    """A plain claim that took ``took`` seconds granted URL 7 (priority 0), committed."""
+    cursors.rescanned(C, took)
+    cursors.granted(C, [(7, "u", 0, 0, None, 0)], plain=True)
+    cursors.committed()
+
+
 def test_a_slow_plain_claim_makes_the_next_one_wait_longer() -> None:
     # (while a long transaction holds back vacuum, a plain claim walks past every URL
     # leased since: the cursors' claims go on meanwhile)
     clock = ManualClock()
     cursors = ClaimCursors(clock)
-
-    def plain_claim(took: float) -> None:
-        cursors.rescanned(C, took)
-        cursors.granted(C, [(7, "u", 0, 0, None, 0)], plain=True)
-        cursors.committed()
-
-    plain_claim(0.01)
+    plain_claim(cursors, 0.01)
     clock.advance(RESCAN_SECONDS)
     assert cursors.usable(C) is None  # the plain claim is due
-    plain_claim(1.0)  # slow: the next one in 20 s
+    plain_claim(cursors, 1.0)  # slow: the next one in 20 s
     clock.advance(RESCAN_SECONDS)
     assert cursors.usable(C) == {0: 6}
     clock.advance(20 - RESCAN_SECONDS)
     assert cursors.usable(C) is None
-    plain_claim(30.0)  # very slow: never more than RESCAN_MAX
+    plain_claim(cursors, 30.0)  # very slow: never more than RESCAN_MAX
     clock.advance(RESCAN_MAX - 1)
     assert cursors.usable(C) is not None
     clock.advance(1)
@@ -202,20 +203,14 @@ def test_a_plain_claim_as_slow_as_the_cursors_claims_does_not_make_the_next_wait
     # wait longer; a plain claim slower than they are walks dead entries they skip)
     clock = ManualClock()
     cursors = ClaimCursors(clock)
-
-    def plain_claim(took: float) -> None:
-        cursors.rescanned(C, took)
-        cursors.granted(C, [(7, "u", 0, 0, None, 0)], plain=True)
-        cursors.committed()
-
     for _ in range(5):
         cursors.claimed_from_cursors(0.5)
-    plain_claim(1.0)  # as slow as the claims from the cursors, about: a busy server
+    plain_claim(cursors, 1.0)  # as slow as the claims from the cursors, about: a busy server
     clock.advance(RESCAN_SECONDS)
     assert cursors.usable(C) is None  # the next plain claim is due as usual
     for _ in range(20):
         cursors.claimed_from_cursors(0.01)  # the server is quick again
-    plain_claim(1.0)  # a hundred times slower than they are: the next one in 20 s
+    plain_claim(cursors, 1.0)  # a hundred times slower than they are: the next one in 20 s
     clock.advance(RESCAN_SECONDS)
     assert cursors.usable(C) == {0: 6}
     clock.advance(20 - RESCAN_SECONDS)
