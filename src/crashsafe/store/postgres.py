@@ -32,7 +32,7 @@ from crashsafe.store.postgres_arrays import columns, element_types
 from crashsafe.store.postgres_cursors import ClaimCursors
 from crashsafe.store.postgres_urls import options_of
 from crashsafe.store.postgres_urls import why as _why
-from crashsafe.store.queries import load_migrations, load_queries
+from crashsafe.store.queries import load_migrations, load_queries, upgrade_said
 from crashsafe.store.sql_base import Claimed, Params, StaleInGroup, Tx, fenced_by_count, first
 from crashsafe.store.values import Lease, NewUrl, PageOutcome, Politeness
 
@@ -245,7 +245,13 @@ class PostgresStore(SQLStore):
         with self._conn.transaction():
             cur = self._conn.cursor()
             # One worker at a time: the others wait here, then find the schema current.
-            cur.execute("SELECT pg_advisory_xact_lock(%s, 0)", (self._space,))
+            cur.execute("SELECT pg_try_advisory_xact_lock(%s, 0)", (self._space,))
+            if not first(cur.fetchall()):
+                logger.info(
+                    "waiting for another crashsafe process creating or upgrading %s",
+                    self._where(),
+                )
+                cur.execute("SELECT pg_advisory_xact_lock(%s, 0)", (self._space,))
             cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
             current = self._schema_version(cur)
             if current is None:
@@ -254,10 +260,16 @@ class PostgresStore(SQLStore):
                 current = 0
             if current > latest:
                 raise self._too_new(current)
-            for version, script in MIGRATIONS:
-                if version > current:
-                    cur.execute(script)
-                    cur.execute("UPDATE crashsafe_schema SET version = %s", (version,))
+            with upgrade_said(self._where(), current, latest):
+                for version, script in MIGRATIONS:
+                    if version > current:
+                        cur.execute(script)
+                        cur.execute("UPDATE crashsafe_schema SET version = %s", (version,))
+
+    def _where(self) -> str:
+        """The store, as its log lines name it: the URL, and the schema if it does not."""
+        url = masked(self.url)
+        return url if "schema=" in url else f"{url} (schema {self.schema!r})"
 
     def _check_schema(self, *, older: bool = False) -> int:
         """The schema's version; refused if missing, too new, or (unless ``older``) older

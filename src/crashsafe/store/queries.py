@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+logger = logging.getLogger("crashsafe.store")
 
 #: The SQL beside this module (a plain folder: importlib.resources would import zipfile
 #: and more for it, on every start).
@@ -38,3 +44,22 @@ def load_migrations(dialect: str) -> list[tuple[int, str]]:
         if entry.name.endswith(".sql") and stem.isdigit():
             found.append((int(stem), entry.read_text("utf-8")))
     return sorted(found)
+
+
+@contextmanager
+def upgrade_said(where: str, current: int, latest: int) -> Iterator[None]:
+    """Say on the log that an existing store's schema is being upgraded (a new store's
+    creation is not news), before and after: the upgrade is one transaction, which on a
+    large store (an index rebuilt over millions of rows) can take a while, and every other
+    crashsafe process opening the store waits for it meanwhile."""
+    if not 0 < current < latest:
+        yield
+        return
+    logger.info(
+        "upgrading %s from schema version %d to %d (one transaction: other crashsafe "
+        "processes opening it wait for it)", where, current, latest,
+    )  # fmt: skip
+    started = time.monotonic()
+    yield
+    took = time.monotonic() - started
+    logger.info("upgraded %s to schema version %d in %.2f s", where, latest, took)

@@ -25,7 +25,7 @@ from crashsafe.errors import SchemaError, StoreError
 from crashsafe.files import create_private
 from crashsafe.store.core import SQLStore
 from crashsafe.store.liveness import LockDir
-from crashsafe.store.queries import load_migrations, load_queries
+from crashsafe.store.queries import load_migrations, load_queries, upgrade_said
 from crashsafe.store.sql_base import Claimed, Params, Tx, fenced_by_count, first
 from crashsafe.store.sqlite_errors import why as _why
 from crashsafe.store.values import WalState
@@ -233,11 +233,12 @@ class SQLiteStore(SQLStore):
                         f"{self.path} is an SQLite database but not a crashsafe one: "
                         "choose another file with --db"
                     )
-            for version, script in MIGRATIONS:
-                if version > current:
-                    for statement in _statements(script):
-                        db.execute(statement)
-                    db.execute(f"PRAGMA user_version = {version}")
+            with upgrade_said(str(self.path), current, latest):
+                for version, script in MIGRATIONS:
+                    if version > current:
+                        for statement in _statements(script):
+                            db.execute(statement)
+                        db.execute(f"PRAGMA user_version = {version}")
 
     @contextmanager
     def _write(self) -> Iterator[_Tx]:
