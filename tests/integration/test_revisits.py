@@ -45,6 +45,34 @@ def test_an_unchanged_shop_answers_304_for_every_page_and_keeps_every_record(
     assert "revisits  44 pages fetched in the last pass: 44 not modified (304)" in compact
 
 
+def test_a_crawl_run_at_another_pace_still_answers_304_but_another_depth_parses_again(
+    shop: Callable[..., ShopThread], any_db_url: str
+) -> None:
+    site = shop(listings=2, per_listing=5)
+    assert run_cli(*crawl_args(site, any_db_url)).returncode == 0
+    assert run_cli("recrawl", "--db", any_db_url).returncode == 0
+    site.shop.counts.clear()
+    pace = ("--concurrency", "3", "-s", "lease_ahead=2", "-s", "per_host_delay=0.001",
+            "-s", "max_attempts=3", "-s", "log_interval=5", "-s", "timeout=20")  # fmt: skip
+    paced = run_cli(*crawl_args(site, any_db_url, *pace))
+    assert paced.returncode == 0, paced.stderr
+    stats = get_json(f"{site.url}/stats")
+    assert stats["requests"] == 12 and stats["not_modified"] == 12  # pace decides no yield
+    assert run_cli("recrawl", "--db", any_db_url).returncode == 0
+    site.shop.counts.clear()
+    deeper = run_cli(*crawl_args(site, any_db_url, "-s", "max_depth=50"))
+    assert deeper.returncode == 0, deeper.stderr
+    stats = get_json(f"{site.url}/stats")
+    assert stats["requests"] == 12 and stats["not_modified"] == 0  # depth decides links
+
+
+def test_the_settings_left_out_of_the_fingerprint_are_settings() -> None:
+    from crashsafe.crawl.revisits import PACING
+    from crashsafe.crawl.settings import CrawlSettings
+
+    assert PACING <= {f.name for f in dataclasses.fields(CrawlSettings)}
+
+
 def test_a_repriced_shop_sends_and_parses_exactly_what_changed(
     shop: Callable[..., ShopThread], any_db_url: str
 ) -> None:

@@ -32,7 +32,7 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
 import orjson
@@ -116,11 +116,24 @@ def validators_of(
         return json.dumps(out, separators=(",", ":"))
 
 
+#: Settings that decide how fast, how often and for how long a crawl goes, never what a
+#: fetched page yields: not in the fingerprint (a crawl run again with another
+#: concurrency must not download every page again in its next pass).
+PACING = frozenset({
+    "concurrency", "lease_ahead", "per_host_concurrency", "per_host_delay", "lease_seconds",
+    "max_attempts", "backoff_base", "backoff_max", "timeout", "unreachable_timeout",
+    "robots_unreachable_grace", "log_interval", "max_pages", "max_items", "grace_seconds",
+    "fail_fast_after", "browser_concurrency", "browser_recycle_pages",
+    "browser_max_memory_mb", "render_timeout", "revisit_min", "revisit_max",
+})  # fmt: skip
+
+
 def spider_fingerprint(spider: object, settings: object) -> str:
     """A digest of what decides a page's records besides the page: the file that defines
     the spider's class, the spider's own attributes (its arguments), the crawl's settings
-    and crashsafe's version. Any of them changed, every page is parsed again. A spider
-    whose source cannot be read gets a fingerprint of its own each run: never skipped."""
+    but its pace (``PACING``) and crashsafe's version. Any of them changed, every page is
+    parsed again. A spider whose source cannot be read gets a fingerprint of its own each
+    run: never skipped."""
     cls = type(spider)
     try:
         source = inspect.getsource(inspect.getmodule(cls) or cls)
@@ -129,6 +142,9 @@ def spider_fingerprint(spider: object, settings: object) -> str:
     from crashsafe import __version__
 
     own = sorted((k, repr(v)) for k, v in vars(spider).items())
+    if is_dataclass(settings):
+        decides = [(f.name, getattr(settings, f.name)) for f in fields(settings)]
+        settings = [(name, value) for name, value in decides if name not in PACING]
     seed = f"{cls.__module__}.{cls.__qualname__}\n{source}\n{own}\n{settings!r}\n{__version__}"
     return hashlib.sha256(seed.encode()).hexdigest()[:16]
 
