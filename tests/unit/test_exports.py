@@ -42,6 +42,14 @@ def test_a_records_key_and_metadata_never_take_a_fields_place() -> None:
     assert meta["_crashsafe_source"] == "src" and meta["_crashsafe_version"] == 2
 
 
+def test_the_help_of_with_meta_names_every_field_it_adds() -> None:
+    from crashsafe.cli.export_cmd import export
+
+    [option] = [p for p in export.params if "--with-meta" in p.opts]
+    added = set(item_row(record({"v": 1}, is_item=True), with_meta=True)) - {"v"}
+    assert added == {name.strip(" .") for name in option.help.split(":")[1].split(",")}
+
+
 def test_a_field_named_like_crashsafes_own_is_refused_at_the_yield() -> None:
     with pytest.raises(ParseError, match="has a field '_crashsafe_key'"):
         _record_row("k", {"_crashsafe_key": "x"}, "src", "http://a/")

@@ -170,14 +170,14 @@ def report_result(result: CrawlResult, db_url: str, this_run: str | None = None)
     "-o",
     "--output",
     type=click.Path(dir_okay=False),
-    help="When the crawl is complete, write its records here (.jsonl, .json or .csv); "
-    "refused if the file exists.",
+    help="When the crawl is complete, write its items here (.jsonl, .json or .csv), "
+    "replacing the file whole: run again, the same command writes each item once.",
 )
 @click.option(
     "-O",
     "--overwrite-output",
     type=click.Path(dir_okay=False),
-    help="As -o, replacing the file if it exists.",
+    help="The same as -o (Scrapy's spelling for replacing the file).",
 )
 @click.option(
     "--workers",

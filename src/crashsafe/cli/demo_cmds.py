@@ -76,20 +76,46 @@ def shop_options(f: click.decorators.FC) -> click.decorators.FC:
 
 
 @contextlib.contextmanager
-def _shop_thread(options: ShopOptions, port: int) -> Iterator[ShopThread]:
+def _shop_thread(
+    options: ShopOptions, port: int, *, resuming: bool = False
+) -> Iterator[ShopThread]:
     from crashsafe.demo.shop import ShopThread
 
     site = ShopThread(options, port=port)
     try:
         site.__enter__()
     except OSError as exc:
+        what = (
+            "the database's URLs point at this port: free it to resume, or pass --fresh"
+            if resuming
+            else "pass another --port"
+        )
         raise ConfigError(
-            f"cannot start the demo shop on 127.0.0.1:{port} ({exc.strerror}): pass --port"
+            f"cannot start the demo shop on 127.0.0.1:{port} ({exc.strerror}): {what}"
         ) from exc
     try:
         yield site
     finally:
         site.__exit__(None, None, None)
+
+
+def _demo_port(path: Path) -> int | None:
+    """The port of the demo shop the database at ``path`` was crawled from (None: no such
+    database yet, or no URL in it)."""
+    if not path.exists():
+        return None
+    import sqlite3
+    from urllib.parse import quote, urlsplit
+
+    try:
+        db = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+        try:
+            row = db.execute("SELECT url FROM frontier ORDER BY id LIMIT 1").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None  # (not a crashsafe database: opening it says so)
+    return urlsplit(row[0]).port if row else None
 
 
 @click.command("demo-site")
@@ -161,10 +187,10 @@ def demo_site(port: int, members: bool, js: float | None, **shop: Any) -> None:
 )
 @click.option(
     "--port",
-    default=8765,
-    show_default=True,
+    default=None,
     type=click.IntRange(0, 65535),
-    help="Port of the in-process demo shop (keep it to resume a killed demo).",
+    help="Port of the in-process demo shop. Default: the one the database was crawled "
+    "from (its URLs point there: a killed demo resumes), else a free one.",
 )
 @click.option("--fresh", is_flag=True, help="Delete the demo database first.")
 @click.option("--concurrency", default=16, show_default=True, type=click.IntRange(1))
@@ -172,7 +198,7 @@ def demo_site(port: int, members: bool, js: float | None, **shop: Any) -> None:
 @shop_options
 def demo(
     db_path: str,
-    port: int,
+    port: int | None,
     fresh: bool,
     concurrency: int,
     no_progress: bool,
@@ -188,14 +214,24 @@ def demo(
     from crashsafe.store import open_store
 
     path = Path(db_path)
-    if fresh:
-        path.unlink(missing_ok=True)
-        for suffix in ("-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-        shutil.rmtree(f"{path}-workers", ignore_errors=True)
+    crawled_from = None if fresh else _demo_port(path)
+    if port is None:
+        port = crawled_from or 0
+    elif crawled_from is not None and port != crawled_from:
+        raise ConfigError(
+            f"{path} was crawled from the demo shop on port {crawled_from}, and its URLs "
+            f"point there: run without --port (or with --port {crawled_from}) to resume it, "
+            "or with --fresh to start over"
+        )
     options = ShopOptions(**shop)
-    with _shop_thread(options, port) as site:
-        click.echo(f"demo shop at {site.url}/list/0; crawling into {path}", err=True)
+    with _shop_thread(options, port, resuming=crawled_from is not None) as site:
+        if fresh:  # (once the shop is up: a port in use must not cost the database)
+            path.unlink(missing_ok=True)
+            for suffix in ("-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            shutil.rmtree(f"{path}-workers", ignore_errors=True)
+        again = " (resuming: the shop on the port it was crawled from)" if crawled_from else ""
+        click.echo(f"demo shop at {site.url}/list/0; crawling into {path}{again}", err=True)
         store = open_store(f"sqlite:///{path}")
         try:
             spider = DemoShop()

@@ -205,8 +205,9 @@ def output_options(f: F) -> F:
 @click.option(
     "--with-meta",
     is_flag=True,
-    help="Add crashsafe's metadata to each item: _crashsafe_id, _crashsafe_key, "
-    "_crashsafe_url, _crashsafe_version, _crashsafe_first_seen, _crashsafe_last_changed.",
+    help="Add crashsafe's metadata to each item: _crashsafe_id, _crashsafe_crawl, "
+    "_crashsafe_source, _crashsafe_key, _crashsafe_url, _crashsafe_version, "
+    "_crashsafe_first_seen, _crashsafe_last_changed.",
 )
 @click.option(
     "--csv-raw",

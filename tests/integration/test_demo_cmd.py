@@ -1,0 +1,60 @@
+"""`crashsafe demo`: the shop comes up where the database's URLs point (a killed demo
+resumes on its own port, a free one for a new database), a --port other than the
+database's is refused saying which, and --fresh deletes nothing when the shop cannot
+start."""
+
+from __future__ import annotations
+
+import re
+import socket
+import sqlite3
+from pathlib import Path
+
+from tests.helpers import run_cli
+
+SMALL = ("--listings", "2", "--per-listing", "3", "--no-progress")
+
+
+def done_pages(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("SELECT count(*) FROM frontier WHERE state = 'done'").fetchone()[0])
+
+
+def test_a_demo_run_again_uses_the_port_its_database_was_crawled_from(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    first = run_cli("demo", "--db", str(db), *SMALL)
+    assert first.returncode == 0, first.stderr
+    assert "6 stored for 6 products, 0 wrong, 0 missing" in first.stdout
+    found = re.search(r"demo shop at http://127\.0\.0\.1:(\d+)/", first.stderr)
+    assert found, first.stderr
+    port = int(found.group(1))
+    assert done_pages(db) == 8
+
+    with socket.socket() as free:  # a port that is surely not the database's
+        free.bind(("127.0.0.1", 0))
+        other = free.getsockname()[1]
+    refused = run_cli("demo", "--db", str(db), "--port", str(other), *SMALL)
+    assert refused.returncode == 1
+    assert f"was crawled from the demo shop on port {port}" in refused.stderr
+    assert done_pages(db) == 8  # untouched
+
+    again = run_cli("demo", "--db", str(db), *SMALL)
+    assert again.returncode == 0, again.stderr
+    assert f"demo shop at http://127.0.0.1:{port}/list/0" in again.stderr
+    assert "(resuming" in again.stderr
+    assert "the shop counted 0 page requests" in again.stdout  # all done: nothing again
+
+
+def test_fresh_deletes_nothing_when_the_shop_cannot_start(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    first = run_cli("demo", "--db", str(db), *SMALL)
+    assert first.returncode == 0, first.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        failed = run_cli("demo", "--db", str(db), "--fresh", "--port", str(port), *SMALL)
+    assert failed.returncode == 1
+    assert f"cannot start the demo shop on 127.0.0.1:{port}" in failed.stderr
+    assert "pass another --port" in failed.stderr
+    assert done_pages(db) == 8  # --fresh waited for the shop: the database is still there
