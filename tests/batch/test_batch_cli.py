@@ -47,6 +47,9 @@ def test_run_resume_and_report(tmp_path: Path) -> None:
     assert report["summary"]["cost"] is None  # no prices given: no cost, not 0
     csv_out = run_cli("batch", "report", str(cp), "--format", "csv").stdout.splitlines()
     assert csv_out[0] == "id,words" and len(csv_out) == 201
+    lines = run_cli("batch", "report", str(cp), "--format", "jsonl").stdout.splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert rows == report["rows"]  # one line per id: {"id", "result"}, as json's rows
     table = run_cli("batch", "report", str(cp)).stdout
     assert "items (one row per id)" in table and "200" in table
 

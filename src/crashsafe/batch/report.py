@@ -139,6 +139,12 @@ def write_csv(report: BatchReport, out: IO[str]) -> None:
             writer.writerow([item_id, json.dumps(result)])
 
 
+def write_jsonl(report: BatchReport, out: IO[str]) -> None:
+    """One line per id: ``{"id": ..., "result": ...}``, as ``write_json``'s rows."""
+    for item_id, result in report.rows.items():
+        out.write(json.dumps({"id": item_id, "result": result}, ensure_ascii=False) + "\n")
+
+
 def write_json(report: BatchReport, out: IO[str]) -> None:
     json.dump(
         {

@@ -301,7 +301,8 @@ def classify_cmd(labels: str, **opts: Any) -> None:
     "--format",
     "fmt",
     type=click.Choice(["table", "json", "csv", "jsonl"]),
-    help="Default: table; with --input, jsonl.",
+    help="Default: table; with --input, jsonl. Without --input, json gives the summary "
+    "and the rows, jsonl and csv the rows (an id and its answer each).",
 )
 @click.option(
     "--price-in",
@@ -333,7 +334,7 @@ def report_cmd(
 ) -> None:
     """One row per id from one or more checkpoints (shards merge), aggregates recomputed;
     with --input, the input's rows joined to their answers."""
-    from crashsafe.batch.report import build_report, joined, write_csv, write_json
+    from crashsafe.batch.report import build_report, joined, write_csv, write_json, write_jsonl
 
     report = build_report([Path(p) for p in checkpoints], price_in=price_in, price_out=price_out)
     if input_path is not None:
@@ -355,6 +356,8 @@ def report_cmd(
         write_json(report, sys.stdout)
     elif fmt == "csv":
         write_csv(report, sys.stdout)
+    elif fmt == "jsonl":
+        write_jsonl(report, sys.stdout)
     else:
         print_report(report)
 
