@@ -4,12 +4,13 @@ a host that is down, a port that does not speak TLS, a run under a service manag
 from __future__ import annotations
 
 import json
+import signal
 import socket
 from collections.abc import Callable
 from pathlib import Path
 
 from crashsafe.demo.shop import ShopThread
-from tests.helpers import run_cli
+from tests.helpers import reaped, run_cli, start_cli, wait_for_line
 
 
 def unused_port() -> int:
@@ -57,6 +58,22 @@ def test_a_host_that_is_down_is_named_and_the_run_ends_with_status_5(
     [waiting] = row["waiting"]
     assert (waiting["origin"], waiting["pages"]) == (down, 1)
     assert waiting["why"].startswith("connection refused") and waiting["next_try"]
+
+
+def test_a_log_says_at_once_that_the_crawl_started_and_what_it_waits_for(db_url: str) -> None:
+    # Under a service manager (stderr a pipe) with a long log interval: the first line
+    # and the one naming the origin that holds pages back come at once, not after it.
+    down = f"http://127.0.0.1:{unused_port()}"
+    args = ["crawl", "crashsafe.demo.spider:DemoShop", "--db", db_url, "--no-progress",
+            f"--start-url={down}/list/0", "--set=log_interval=600"]  # fmt: skip
+    with reaped(start_cli(*args)) as proc:
+        assert proc.stderr is not None
+        seen = wait_for_line(proc.stderr, f"1 page waits for robots.txt of {down} (connection")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    lines = [x for x in seen.splitlines() if "INFO crashsafe.crawl: demo-shop: " in x]
+    assert "demo-shop: 0/1 pages" in lines[0]  # at the start (what waits, maybe, already)
+    assert "1 page waits for robots.txt" in lines[-1]  # at once, not after 600 s
 
 
 def test_a_port_that_does_not_speak_tls_fails_its_pages_with_the_tls_error(

@@ -147,21 +147,43 @@ class Progress:
 
     async def _refresh(self) -> None:
         if not self.live:
-            await self._sample()  # the first sample: a rate needs two
-            await asyncio.sleep(self.interval)
+            await self._log()
+            return
         while True:
             try:
                 stats, rate, waiting = await self._sample()
             except Exception as exc:  # the store is busy or gone: say so, try again later
                 logger.warning("progress: reading the figures failed (%s)", exc)
             else:
-                if self.live:
-                    self._live.update(progress_line(stats, rate, waiting))
-                else:
-                    line = log_line(stats, rate, waiting)
-                    extra = figures(stats, rate) | {"waiting": waiting_text(waiting) or None}
-                    logger.info(line, extra=fields(**extra))
+                self._live.update(progress_line(stats, rate, waiting))
             await asyncio.sleep(self.interval)
+
+    async def _log(self) -> None:
+        """A line at once (the crawl has started: a log under a service manager is not
+        silent until the first interval), then every ``interval`` seconds, and at once
+        whenever an origin starts holding pages back (robots.txt unreachable): what the
+        crawl waits for is said within a second or two, not at the next interval. In
+        between, only the waiting origins are read (one small query a second)."""
+        last = -float("inf")
+        said: set[str] = set()  # the origins the last line said wait
+        while True:
+            try:
+                waiting: list[Waiting] | None = None
+                if time.monotonic() - last < self.interval:
+                    waiting = await self.call(self.store.waiting, self.crawl)
+                    if not {w.origin for w in waiting if w.pages} - said:
+                        await asyncio.sleep(REFRESH)
+                        continue
+                stats, rate, waiting = await self._sample()
+            except Exception as exc:  # the store is busy or gone: say so, try again later
+                logger.warning("progress: reading the figures failed (%s)", exc)
+            else:
+                line = log_line(stats, rate, waiting)
+                extra = figures(stats, rate) | {"waiting": waiting_text(waiting) or None}
+                logger.info(line, extra=fields(**extra))
+                said = {w.origin for w in waiting if w.pages}
+            last = time.monotonic()
+            await asyncio.sleep(REFRESH)
 
     async def stop(self) -> None:
         if self._task:
