@@ -92,6 +92,11 @@ def test_killing_the_command_ends_its_workers_and_a_rerun_completes(
     proc.wait()
     # Their pipe to it (and on SQLite their store socket) closed: they stop by themselves.
     wait_for(lambda: not any(alive(w) for w in workers), timeout=20)
+    assert proc.stderr is not None
+    said = proc.stderr.read()  # (the workers wrote to the command's stderr)
+    assert "Ctrl-C" not in said  # nobody pressed it
+    if any_db_url.startswith("postgresql"):  # (on SQLite their store closed too: either stops)
+        assert said.count("Stopping: the command that started this worker is gone;") == 2
     [row] = json.loads(run_cli("status", "--db", any_db_url, "--json").stdout)
     assert row["done"] < 525  # they stopped, rather than crawl on to the end
     final = run_cli(*args)

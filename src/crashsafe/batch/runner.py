@@ -30,7 +30,7 @@ from crashsafe.batch.progress import BatchProgress
 from crashsafe.batch.task import BatchOutput, TaskCaller, Usage, add_usage
 from crashsafe.errors import ConfigError, CrashsafeError
 from crashsafe.files import open_private
-from crashsafe.interrupts import GracefulInterrupts
+from crashsafe.interrupts import GracefulInterrupts, stopping_line
 from crashsafe.tracing import span, tracer_from_env
 
 SPEND_MARGIN = 1.5  # a batch is expected to cost at most this × the costliest one so far
@@ -176,7 +176,7 @@ class BatchRunner:
         self._stop_asked.set()
 
     def _on_signal(self) -> None:
-        self.echo("Stopping: finishing the batches in flight (Ctrl-C again to abort)...")
+        self.echo(stopping_line("finishing the batches in flight"))
         self.summary.interrupted = True
         self.request_stop()
 

@@ -27,6 +27,7 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from crashsafe.interrupts import parent_gone
 from crashsafe.store.server import serve
 
 
@@ -117,6 +118,7 @@ def stop_with_parent(fd: int) -> None:
                 continue
             except OSError:
                 break
+        parent_gone()
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="crashsafe-parent", daemon=True).start()

@@ -29,7 +29,7 @@ from crashsafe.crawl.settings import CrawlSettings
 from crashsafe.crawl.spider import Spider, start_requests_of
 from crashsafe.crawl.upkeep import Upkeep
 from crashsafe.errors import ConfigError, SpiderError, StoreError
-from crashsafe.interrupts import GracefulInterrupts
+from crashsafe.interrupts import GracefulInterrupts, stopping_line
 from crashsafe.store import (
     STALE,
     Backoff,
@@ -188,10 +188,7 @@ class Crawler:
     def _on_signal(self) -> None:
         started = sum(1 for f in self._inflight.values() if f.started)
         # Said to the person at the terminal, as the command's own words: not a log line.
-        sys.stderr.write(
-            f"\nStopping: finishing {started} page(s) in flight "
-            "(Ctrl-C again to abort at once)...\n"
-        )
+        sys.stderr.write(f"\n{stopping_line(f'finishing {started} page(s) in flight')}\n")
         self.request_stop()
 
     # -- committing ------------------------------------------------------------------------

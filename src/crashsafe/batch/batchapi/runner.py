@@ -43,6 +43,7 @@ from crashsafe.batch.items import Inputs, Item
 from crashsafe.batch.runner import BatchRunner, BatchSettings, _now_iso, job_changes, plural
 from crashsafe.batch.task import TaskCaller, Usage, add_usage
 from crashsafe.errors import ConfigError, EndpointError
+from crashsafe.interrupts import stopping_line
 
 if TYPE_CHECKING:
     from crashsafe.batch.llm import PromptTask
@@ -184,8 +185,7 @@ class BatchApiRunner(BatchRunner):
 
     def _on_signal(self) -> None:
         self.echo(
-            "Stopping: the batches at the provider stay there and the next run collects "
-            "them (Ctrl-C again to abort)..."
+            stopping_line("the batches at the provider stay there and the next run collects them")
         )
         self.summary.interrupted = True
         self.request_stop()
