@@ -19,7 +19,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -210,10 +210,14 @@ class Crawler:
                 if self._closing:
                     return
                 continue
+            # No refill by a commit that reaches this run's own limit: its leases would
+            # start before the pages it commits are counted (then a run of max_pages=20
+            # at concurrency 8 did 34 pages).
+            stopping = self._stopping or self._reaches_limit(o for o, _ in batch)
             extra = 0
-            if not self._stopping:
+            if not stopping:
                 extra = max(0, self._max_leased - len(self._inflight) - self._reserved)
-            limit = 0 if self._stopping else extra + len(batch)
+            limit = 0 if stopping else extra + len(batch)
             self._reserved += extra
             began = time.perf_counter()
             try:
@@ -243,7 +247,9 @@ class Crawler:
                 if self._metrics is not None:
                     kinds = [o.kind for (o, _), e in zip(batch, errors, strict=True) if e is None]
                     self._metrics.committed(time.perf_counter() - began, kinds)
-                for (_, fut), err in zip(batch, errors, strict=True):
+                for (outcome, fut), err in zip(batch, errors, strict=True):
+                    if err is None and outcome.kind == "done":
+                        self._count_done(outcome)  # (here: before the next batch's refill)
                     if not fut.done():
                         fut.set_result(err)
                 await self._start(leases)
@@ -350,8 +356,18 @@ class Crawler:
             if error is not None and error != STALE:
                 # The page's own rows broke the transaction: store it as failed instead.
                 await self._commit(PageOutcome(lease, "failed", outcome.http_status, error))
-        if error is None and outcome.kind == "done":
-            self._count_done(outcome)
+
+    def _reaches_limit(self, outcomes: Iterable[PageOutcome]) -> bool:
+        """Whether committing ``outcomes`` would reach ``max_pages`` or ``max_items``."""
+        s = self.settings
+        if s.max_pages is None and s.max_items is None:
+            return False
+        done = [o for o in outcomes if o.kind == "done"]
+        pages = self._pages_done + len(done)
+        items = self._items_done + sum(len(o.records) for o in done)
+        return (s.max_pages is not None and pages >= s.max_pages) or (
+            s.max_items is not None and items >= s.max_items
+        )
 
     def _count_done(self, outcome: PageOutcome) -> None:
         """Count a committed page toward ``max_pages``/``max_items``; stop at a limit."""

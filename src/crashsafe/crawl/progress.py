@@ -159,11 +159,13 @@ class Progress:
             await asyncio.sleep(self.interval)
 
     async def _log(self) -> None:
-        """A line at once (the crawl has started: a log under a service manager is not
-        silent until the first interval), then every ``interval`` seconds, and at once
-        whenever an origin starts holding pages back (robots.txt unreachable): what the
-        crawl waits for is said within a second or two, not at the next interval. In
-        between, only the waiting origins are read (one small query a second)."""
+        """A line a second in (the crawl has started: a log under a service manager is not
+        silent until the first interval; a run that ends or fails at once says only
+        that), then every ``interval`` seconds, and at once whenever an origin starts
+        holding pages back (robots.txt unreachable): what the crawl waits for is said
+        within a second or two, not at the next interval. In between, only the waiting
+        origins are read (one small query a second)."""
+        await asyncio.sleep(REFRESH)
         last = -float("inf")
         said: set[str] = set()  # the origins the last line said wait
         while True:
