@@ -75,6 +75,43 @@ def test_parse_with_a_missing_callback_or_bad_meta_is_one_line(
         assert "Error:" in bad.stderr
 
 
+BROKEN = """
+from crashsafe import Spider
+
+
+class Broken(Spider):
+    name = "broken"
+
+    def parse(self, page):
+        return self.price_of(page)
+
+    def price_of(self, page):
+        return int(page.css("title::text").get("no title"))
+
+    def needs_more(self, page, listing):
+        yield {}
+"""
+
+
+def test_parse_shows_the_spiders_frames_or_says_it_was_never_entered(
+    shop: Callable[..., ShopThread], tmp_path: Path
+) -> None:
+    site = shop(listings=1, per_listing=1)
+    spider = tmp_path / "broken.py"
+    spider.write_text(BROKEN)
+    raised = run_cli("parse", f"{site.url}/list/0", "--spider", str(spider))
+    assert raised.returncode == 1
+    frames = raised.stderr.split("Traceback (the spider's frames):\n", 1)[1]
+    assert frames.startswith(f'  File "{spider}", line 9, in parse')  # its own, first
+    assert "in price_of" in frames and "ValueError: invalid literal for int()" in frames
+    assert "asyncio" not in frames and "crashsafe/" not in frames and ".pyx" not in frames
+    called = run_cli("parse", f"{site.url}/list/0", "--spider", str(spider), "-c", "needs_more")
+    assert called.returncode == 1
+    assert "(raised before the spider's code ran: calling it failed)" in called.stderr
+    assert "File " not in called.stderr  # no frame that is not the spider's
+    assert "missing 1 required positional argument: 'listing'" in called.stderr
+
+
 def test_shell_gives_the_page_to_a_python_console(shop: Callable[..., ShopThread]) -> None:
     site = shop(listings=1, per_listing=1)
     typed = "print('title:', page.status, len(page.css('a')))\nfetch(page.url)\nprint(page)\n"

@@ -167,16 +167,26 @@ CRAWL_WOULD = {
 
 
 def spider_traceback() -> str:
-    """The traceback of the exception being handled, without crashsafe's own frames
-    (the spider's are what says what went wrong)."""
+    """The traceback of the exception being handled from the spider's first frame on
+    (what it called included), without the frames that led there (crashsafe's, the
+    standard library's, the event loop's): the spider's are what says what went wrong.
+    With no frame of the spider's (the callback could not even be called: a wrong
+    signature), none, and it says so."""
+    import sysconfig
     import traceback
     from pathlib import Path
 
-    package = str(Path(__file__).resolve().parents[1])
+    skipped = (str(Path(__file__).resolve().parents[1]), sysconfig.get_paths()["stdlib"])
     _, exc, tb = sys.exc_info()
     assert exc is not None
-    frames = [f for f in traceback.extract_tb(tb) if not f.filename.startswith(package)]
-    lines = ["Traceback (the spider's frames):\n", *traceback.format_list(frames)]
+    frames = traceback.extract_tb(tb)
+    for n, frame in enumerate(frames):
+        name = frame.filename
+        if not name.startswith(skipped) and Path(name).is_file():  # (a .pyx is not one)
+            lines = ["Traceback (the spider's frames):\n", *traceback.format_list(frames[n:])]
+            break
+    else:
+        lines = ["(raised before the spider's code ran: calling it failed)\n"]
     return "".join(lines + traceback.format_exception_only(type(exc), exc))
 
 
