@@ -3,6 +3,7 @@ read differently is refused, and the host checked is the host connected to."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -114,6 +115,23 @@ def test_the_default_allow_list_is_the_start_urls_hosts_with_their_ports() -> No
     assert f.canonical("http://127.0.0.1:8002/x") is None
     assert f.canonical("http://shop.example/x") == "http://shop.example/x"  # 80 ~ 443
     assert f.canonical("http://www.shop.example/x") is None
+
+
+def test_an_origin_outside_the_allow_list_is_named_once_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="crashsafe.crawl")
+    f = LinkFilter(CrawlSettings(), ["http://127.0.0.1:8001/start"])
+    for url in ("http://127.0.0.1:8002/a", "http://127.0.0.1:8002/b", "http://127.0.0.1:8001/c",
+                "http://other.example/d"):  # fmt: skip
+        f.canonical(url)
+    said = [r.getMessage() for r in caplog.records if r.name == "crashsafe.crawl"]
+    assert said == [
+        "not following URLs of 127.0.0.1:8002 (first: http://127.0.0.1:8002/a): outside the "
+        "allow-list; add '127.0.0.1' (or '127.0.0.1:8002') to allowed_domains",
+        "not following URLs of other.example:80 (first: http://other.example/d): outside the "
+        "allow-list; add 'other.example' (or 'other.example:80') to allowed_domains",
+    ]
 
 
 def test_canonicalisation_is_linear_in_the_length() -> None:

@@ -18,6 +18,7 @@ with their ports.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from crashsafe.sealed import Sealer
 
 CANONICAL_CACHE = 20_000  # links remembered by a LinkFilter; then its cache starts over
+OUTSIDE_SAID = 100  # origins outside the allow-list a run names (DEBUG), once each
+logger = logging.getLogger("crashsafe.crawl")
 MAX_URL_LENGTH = 8192  # longer links are skipped (RFC 9110 8.3 recommends >= 8000)
 WEB_PORTS = frozenset({80, 443})
 
@@ -236,6 +239,7 @@ class LinkFilter:
         self.max_depth = settings.max_depth
         self.allow = AllowList.from_settings(settings.allowed_domains, start_urls)
         self._canonical: dict[str, str | None] = {}
+        self._outside_said: set[tuple[str, int]] = set()
         self.sealer: Sealer | None = None  # seals the secrets of the requests it stores
 
     def canonical(self, url: str) -> str | None:
@@ -265,7 +269,10 @@ class LinkFilter:
             host, port_text = simple[1], simple[2]
             port = int(port_text) if port_text else (443 if url[4] == "s" else 80)
             if port_text not in ("80", "443") and port <= 65535 and _plain_name(host):
-                return url if self.allow.allows(host, port) else None
+                if self.allow.allows(host, port):
+                    return url
+                self._outside(url, host, port)
+                return None
         try:
             check_raw(url)
             parts = urlsplit(url)
@@ -278,7 +285,22 @@ class LinkFilter:
             host, port = host_and_port(canonical)
         except (BadLink, ValueError) as exc:  # ValueError: UnicodeError and IDNAError too
             return f"{_BAD}{exc}"
-        return canonical if self.allow.allows(host, port) else None
+        if self.allow.allows(host, port):
+            return canonical
+        self._outside(url, host, port)
+        return None
+
+    def _outside(self, url: str, host: str, port: int) -> None:
+        """Say once per origin and run (DEBUG, as Scrapy's offsite filter) that URLs of
+        ``host:port`` are not followed, and what would allow them."""
+        said = self._outside_said
+        if (host, port) not in said and len(said) < OUTSIDE_SAID:
+            said.add((host, port))
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug(
+                    "not following URLs of %s:%d (first: %s): outside the allow-list; %s",
+                    host, port, url, self._why_outside(url),
+                )  # fmt: skip
 
     def new_url(
         self, request: Request, depth: int, *, parent: str = "", ordinal: int = 0
