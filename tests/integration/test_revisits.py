@@ -67,10 +67,16 @@ def test_a_crawl_run_at_another_pace_still_answers_304_but_another_depth_parses_
 
 
 def test_the_settings_left_out_of_the_fingerprint_are_settings() -> None:
-    from crashsafe.crawl.revisits import PACING
+    from crashsafe.crawl.revisits import PACING, spider_fingerprint
     from crashsafe.crawl.settings import CrawlSettings
 
     assert {f.name for f in dataclasses.fields(CrawlSettings)} >= PACING
+    spider = DemoShop()
+    base = spider_fingerprint(spider, CrawlSettings())
+    assert spider_fingerprint(spider, CrawlSettings(concurrency=3, lease_ahead=2)) == base
+    # whether a download's robots.txt counts as unreachable decides what a record holds
+    assert spider_fingerprint(spider, CrawlSettings(timeout=5)) != base
+    assert spider_fingerprint(spider, CrawlSettings(robots_unreachable_grace=0)) != base
 
 
 def test_a_repriced_shop_sends_and_parses_exactly_what_changed(

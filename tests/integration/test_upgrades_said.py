@@ -55,10 +55,12 @@ def test_an_upgrade_is_said_before_and_after_and_a_creation_is_not(
 
 
 def test_a_worker_waiting_for_anothers_upgrade_says_so(
-    pg_url: str, caplog: pytest.LogCaptureFixture
+    pg_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.INFO, logger="crashsafe.store")
-    open_store(pg_url).close()
+    with monkeypatch.context() as m:  # an older schema: this opener has an upgrade to do
+        m.setattr(pg_store, "MIGRATIONS", pg_store.MIGRATIONS[:-1])
+        open_store(pg_url, create=True).close()
     _, schema = split_url(pg_url)
     space = zlib.crc32(schema.encode()) & 0x7FFFFFFF  # (the store's advisory lock space)
     opened = threading.Event()
@@ -79,3 +81,26 @@ def test_a_worker_waiting_for_anothers_upgrade_says_so(
     [waiting] = [line for line in said(caplog) if line.startswith("waiting for another")]
     assert waiting.startswith("waiting for another crashsafe process creating or upgrading")
     assert f"schema={schema}" in waiting  # (which store)
+
+
+def test_opening_a_current_schema_takes_no_lock_and_waits_for_nobody(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="crashsafe.store")
+    open_store(pg_url).close()
+    _, schema = split_url(pg_url)
+    space = zlib.crc32(schema.encode()) & 0x7FFFFFFF
+    opened = threading.Event()
+
+    def open_it() -> None:
+        open_store(pg_url).close()  # (create=True, as `crawl` opens it)
+        opened.set()
+
+    with pg.connect(pg_url) as other:  # another worker opening it at the same moment
+        other.execute("SELECT pg_advisory_lock(%s, 0)", (space,))
+        opener = threading.Thread(target=open_it, daemon=True)
+        opener.start()
+        opener.join(timeout=60)
+        assert opened.is_set()  # it did not wait for the lock
+        other.execute("SELECT pg_advisory_unlock(%s, 0)", (space,))
+    assert not [line for line in said(caplog) if line.startswith("waiting for another")]

@@ -176,13 +176,20 @@ def spider_traceback() -> str:
     import traceback
     from pathlib import Path
 
-    skipped = (str(Path(__file__).resolve().parents[1]), sysconfig.get_paths()["stdlib"])
+    ours = str(Path(__file__).resolve().parents[1])
+    paths = sysconfig.get_paths()
+    installed = (paths["purelib"], paths["platlib"])  # (under stdlib outside a venv)
+
+    def theirs(name: str) -> bool:
+        if name.startswith(ours) or not Path(name).is_file():  # (a .pyx is not one)
+            return False
+        return name.startswith(installed) or not name.startswith(paths["stdlib"])
+
     _, exc, tb = sys.exc_info()
     assert exc is not None
     frames = traceback.extract_tb(tb)
     for n, frame in enumerate(frames):
-        name = frame.filename
-        if not name.startswith(skipped) and Path(name).is_file():  # (a .pyx is not one)
+        if theirs(frame.filename):
             lines = ["Traceback (the spider's frames):\n", *traceback.format_list(frames[n:])]
             break
     else:

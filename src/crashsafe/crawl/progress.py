@@ -167,24 +167,38 @@ class Progress:
         origins are read (one small query a second)."""
         await asyncio.sleep(REFRESH)
         last = -float("inf")
-        said: set[str] = set()  # the origins the last line said wait
+        said: set[str] = set()  # the origins a line said (or tried to say) wait
         while True:
-            try:
-                waiting: list[Waiting] | None = None
-                if time.monotonic() - last < self.interval:
+            news: set[str] = set()
+            if time.monotonic() - last < self.interval:
+                try:
                     waiting = await self.call(self.store.waiting, self.crawl)
-                    if not {w.origin for w in waiting if w.pages} - said:
-                        await asyncio.sleep(REFRESH)
-                        continue
-                stats, rate, waiting = await self._sample()
-            except Exception as exc:  # the store is busy or gone: say so, try again later
+                except Exception:  # (nothing new, then: the next full line says why)
+                    await asyncio.sleep(REFRESH)
+                    continue
+                now_waiting = {w.origin for w in waiting if w.pages}
+                said &= now_waiting  # (one that stopped waiting and starts again: news)
+                news = now_waiting - said
+                if not news:
+                    await asyncio.sleep(REFRESH)
+                    continue
+            last = time.monotonic()  # (a failing store: one warning an interval)
+            try:
+                stats: CrawlStats = await self.call(self.store.stats, self.crawl)
+                rate = self._rate.add(stats)
+                try:
+                    waiting = await self.call(self.store.waiting, self.crawl)
+                except Exception as exc:  # the figures without it, and why
+                    logger.warning("progress: reading what the crawl waits for failed (%s)", exc)
+                    waiting = []
+            except Exception as exc:  # the store is busy or gone: say so, try later
                 logger.warning("progress: reading the figures failed (%s)", exc)
+                said |= news  # (not tried again every second)
             else:
                 line = log_line(stats, rate, waiting)
                 extra = figures(stats, rate) | {"waiting": waiting_text(waiting) or None}
                 logger.info(line, extra=fields(**extra))
                 said = {w.origin for w in waiting if w.pages}
-            last = time.monotonic()
             await asyncio.sleep(REFRESH)
 
     async def stop(self) -> None:

@@ -118,13 +118,15 @@ def validators_of(
 
 #: Settings that decide how fast, how often and for how long a crawl goes, never what a
 #: fetched page yields: not in the fingerprint (a crawl run again with another
-#: concurrency must not download every page again in its next pass).
+#: concurrency must not download every page again in its next pass). Not ``timeout``
+#: nor ``robots_unreachable_grace``: they decide whether a download's robots.txt counts
+#: as unreachable, and so what a record holds (the file, or "not downloaded").
 PACING = frozenset({
     "concurrency", "lease_ahead", "per_host_concurrency", "per_host_delay", "lease_seconds",
-    "max_attempts", "backoff_base", "backoff_max", "timeout", "unreachable_timeout",
-    "robots_unreachable_grace", "log_interval", "max_pages", "max_items", "grace_seconds",
-    "fail_fast_after", "browser_concurrency", "browser_recycle_pages",
-    "browser_max_memory_mb", "render_timeout", "revisit_min", "revisit_max",
+    "max_attempts", "backoff_base", "backoff_max", "unreachable_timeout", "log_interval",
+    "max_pages", "max_items", "grace_seconds", "fail_fast_after", "browser_concurrency",
+    "browser_recycle_pages", "browser_max_memory_mb", "render_timeout", "revisit_min",
+    "revisit_max",
 })  # fmt: skip
 
 

@@ -203,7 +203,12 @@ class PostgresStore(SQLStore):
         try:
             if readonly:
                 self._check_schema()
-            elif create or self._check_schema(older=True) < MIGRATIONS[-1][0]:
+            elif create:  # (a current schema: no lock taken, no other opener waited for)
+                with self._conn.transaction():
+                    current = self._schema_version(self._conn.cursor())
+                if current != MIGRATIONS[-1][0]:
+                    self._migrate()
+            elif self._check_schema(older=True) < MIGRATIONS[-1][0]:
                 self._migrate()  # (without create, only a schema that is there: as SQLite)
         except psycopg.Error as exc:
             self._conn.close()
