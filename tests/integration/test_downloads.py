@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 import crashsafe
 from crashsafe import CrashsafeError, File, Page, Record, Spider, open_store
+from crashsafe.demo.server import AppThread
 from crashsafe.demo.shop import IMAGES, ShopThread, image
 from crashsafe.effects.files import FileStore, _host
 
@@ -198,3 +201,62 @@ def test_a_file_kept_from_another_page_fails_the_page_saying_why(
     store.close()
     assert "made outside this page's callback" in (failed.error or "")
     assert "Traceback" not in (failed.error or "")
+
+
+def test_a_download_left_for_later_is_tried_again_even_if_its_page_did_not_change(
+    tmp_path: Path,
+) -> None:
+    # The picture's host answers 503 for its robots.txt in the first pass: the record says
+    # "not downloaded: ... trying again later". Its page answers 304 when asked whether it
+    # changed; it must not be asked (a 304 keeps the record as it is, for ever).
+    robots_down = [True]
+    conditional: list[str | None] = []
+
+    async def robots(request: web.Request) -> web.Response:
+        return web.Response(status=503) if robots_down[0] else web.Response(text="")
+
+    async def picture(request: web.Request) -> web.Response:
+        return web.Response(body=b"\x89PNG picture", content_type="image/png")
+
+    pictures = web.Application()
+    pictures.router.add_get("/robots.txt", robots)
+    pictures.router.add_get("/p.png", picture)
+    with AppThread(pictures) as host:
+
+        async def item(request: web.Request) -> web.Response:
+            conditional.append(request.headers.get("If-None-Match"))
+            if request.headers.get("If-None-Match") == '"v1"':
+                return web.Response(status=304, headers={"ETag": '"v1"'})
+            body = f'<img src="{host.url}/p.png">'
+            return web.Response(text=body, content_type="text/html", headers={"ETag": '"v1"'})
+
+        pages = web.Application()
+        pages.router.add_get("/item", item)
+        with AppThread(pages) as site:
+
+            class Pictures(Spider):
+                name = "pictures"
+                item_key = "id"
+                allowed_download_domains = (host.url.removeprefix("http://"),)
+                allowed_addresses = ("loopback",)
+
+                def parse(self, page: Page) -> Iterator[Any]:
+                    yield {"id": 1, "pic": page.download(page.css("img::attr(src)").get())}
+
+            db = f"sqlite:///{tmp_path / 'p.db'}"
+            files = str(tmp_path / "files")
+            crashsafe.crawl(Pictures, db=db, start_urls=[f"{site.url}/item"], files_dir=files)
+            [first] = stored_records(db).values()
+            assert first["pic"]["error"].startswith("not downloaded: robots.txt")
+            robots_down[0] = False
+            with sqlite3.connect(tmp_path / "p.db") as conn:  # its next try is due now
+                conn.execute("UPDATE robots SET retry_at = 0 WHERE retry_at IS NOT NULL")
+            store = open_store(db)
+            try:
+                store.recrawl("pictures")
+            finally:
+                store.close()
+            crashsafe.crawl(Pictures, db=db, start_urls=[f"{site.url}/item"], files_dir=files)
+    assert conditional == [None, None]  # the second fetch did not ask "changed?"
+    [second] = stored_records(db).values()
+    assert second["pic"]["sha256"] == hashlib.sha256(b"\x89PNG picture").hexdigest()

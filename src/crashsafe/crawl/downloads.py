@@ -110,6 +110,7 @@ class Downloads:
         self.guard = guard
         self.hosts = hosts
         self.archive = archive
+        self.deferred: dict[int, bool] = {}  # pages with a download left for later
         # Downloads in flight for the whole crawl: a page with 100 pictures waits its turn.
         self._slots = asyncio.Semaphore(settings.concurrency)
 
@@ -122,10 +123,13 @@ class Downloads:
         return self._files
 
     async def resolve(
-        self, items: list[Any], page: Page, made: list[File]
+        self, items: list[Any], page: Page, made: list[File], page_id: int = 0
     ) -> tuple[list[Any], list[FileRow]]:
         """``items`` with every File replaced by its reference (a File yielded on its own
         is dropped: its file is stored and counted all the same), and the files' rows.
+        A download left for later (its host's robots.txt cannot be read) marks the page
+        ``page_id`` in ``deferred``: the page keeps no validators, so its next fetch is
+        parsed whole and tries the download again (a 304 would keep the record as is).
 
         Raises:
             TransientFetchError: a download failed for now; retry the page.
@@ -135,7 +139,9 @@ class Downloads:
         proxy = {"proxy": meta["proxy"]} if "proxy" in meta else None
         try:  # one that fails for now: the others are cancelled (the page is retried)
             async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(self._one(page.urljoin(url), proxy)) for url in urls]
+                tasks = [
+                    group.create_task(self._one(page.urljoin(url), proxy, page_id)) for url in urls
+                ]
         except ExceptionGroup as failed:  # the first error is the page's
             raise failed.exceptions[0] from None
         outcomes = [task.result() for task in tasks]
@@ -160,7 +166,7 @@ class Downloads:
         return check_allowed(url, self.allowed, "allowed_download_domains")
 
     async def _one(
-        self, url: str, meta: dict[str, Any] | None = None
+        self, url: str, meta: dict[str, Any] | None = None, page_id: int = 0
     ) -> tuple[dict[str, Any], FileRow | None]:
         if _http(url) is None:
             return {"url": url[:2000], "error": "not an http(s) URL"}, None
@@ -174,6 +180,7 @@ class Downloads:
             try:
                 verdict = robots.check_loaded(url) or await robots.check(url)
             except RobotsUnavailable as exc:
+                self.deferred[page_id] = True  # (its page: parsed whole next time)
                 return {"url": url, "error": f"not downloaded: {exc}"}, None
             allowed, delay = verdict
             if not allowed:

@@ -375,7 +375,15 @@ class PageProcessor:
                 render_note = (pattern, helped)
         if rendered is None:
             outcome = await self._parse(lease, page, resp, render_note)
-            if digest is not None and outcome.kind == "done" and outcome.error is None:
+            deferred = self.downloads is not None and self.downloads.deferred.pop(
+                lease.frontier_id, False
+            )  # (a download left for later: no validators, so parsed whole next time)
+            if (
+                digest is not None
+                and outcome.kind == "done"
+                and outcome.error is None
+                and not deferred
+            ):
                 ids = [r.id for r in outcome.records]
                 history = (0, 0)  # a first fetch, or a page that moved: no history
                 if prior is not None and prior.url == resp.url:  # a revisit that compared
@@ -397,6 +405,8 @@ class PageProcessor:
                     outcome = replace(outcome, cookies=rows)
             return outcome
         finally:
+            if self.downloads is not None:
+                self.downloads.deferred.pop(lease.frontier_id, None)  # (never kept: no 304s)
             await rendered.close()
 
     async def _parse(
@@ -415,7 +425,9 @@ class PageProcessor:
                 if self.downloads is None:
                     raise ParseError("page.download() needs a crawl with a files folder")
                 try:
-                    items, files = await self.downloads.resolve(items, page, made)
+                    items, files = await self.downloads.resolve(
+                        items, page, made, lease.frontier_id
+                    )
                 except FolderUnwritable as exc:  # the files folder cannot be written
                     return self._halt(lease, exc)
             rows = to_rows(
