@@ -34,7 +34,7 @@ def run_for(seconds: float, store: Any, monkeypatch: pytest.MonkeyPatch) -> None
             raise asyncio.CancelledError
         await real_sleep(0)
 
-    monkeypatch.setattr(progress.time, "monotonic", clock.monotonic)
+    monkeypatch.setattr(progress, "time", SimpleNamespace(monotonic=clock.monotonic))
     monkeypatch.setattr(progress.asyncio, "sleep", sleep)
 
     async def call(fn: Any, *args: Any) -> Any:  # (as the engine's: the store's method)

@@ -110,7 +110,7 @@ class Downloads:
         self.guard = guard
         self.hosts = hosts
         self.archive = archive
-        self.deferred: dict[int, bool] = {}  # pages with a download left for later
+        self._deferred: set[int] = set()  # pages with a download left for later
         # Downloads in flight for the whole crawl: a page with 100 pictures waits its turn.
         self._slots = asyncio.Semaphore(settings.concurrency)
 
@@ -122,14 +122,21 @@ class Downloads:
             self._files = FileStore(self.folder)
         return self._files
 
+    def left_for_later(self, page_id: int) -> bool:
+        """Whether a download of page ``page_id`` was left for later (and forget it)."""
+        if page_id in self._deferred:
+            self._deferred.discard(page_id)
+            return True
+        return False
+
     async def resolve(
-        self, items: list[Any], page: Page, made: list[File], page_id: int = 0
+        self, items: list[Any], page: Page, made: list[File], page_id: int
     ) -> tuple[list[Any], list[FileRow]]:
         """``items`` with every File replaced by its reference (a File yielded on its own
         is dropped: its file is stored and counted all the same), and the files' rows.
         A download left for later (its host's robots.txt cannot be read) marks the page
-        ``page_id`` in ``deferred``: the page keeps no validators, so its next fetch is
-        parsed whole and tries the download again (a 304 would keep the record as is).
+        ``page_id`` (``left_for_later``): the page keeps no validators, so its next fetch
+        is parsed whole and tries the download again (a 304 would keep the record as is).
 
         Raises:
             TransientFetchError: a download failed for now; retry the page.
@@ -166,7 +173,7 @@ class Downloads:
         return check_allowed(url, self.allowed, "allowed_download_domains")
 
     async def _one(
-        self, url: str, meta: dict[str, Any] | None = None, page_id: int = 0
+        self, url: str, meta: dict[str, Any] | None, page_id: int
     ) -> tuple[dict[str, Any], FileRow | None]:
         if _http(url) is None:
             return {"url": url[:2000], "error": "not an http(s) URL"}, None
@@ -180,7 +187,7 @@ class Downloads:
             try:
                 verdict = robots.check_loaded(url) or await robots.check(url)
             except RobotsUnavailable as exc:
-                self.deferred[page_id] = True  # (its page: parsed whole next time)
+                self._deferred.add(page_id)  # (its page: parsed whole next time)
                 return {"url": url, "error": f"not downloaded: {exc}"}, None
             allowed, delay = verdict
             if not allowed:

@@ -374,15 +374,15 @@ class PageProcessor:
                 self.modes.saw(pattern, helped)
                 render_note = (pattern, helped)
         if rendered is None:
-            outcome = await self._parse(lease, page, resp, render_note)
-            deferred = self.downloads is not None and self.downloads.deferred.pop(
-                lease.frontier_id, False
-            )  # (a download left for later: no validators, so parsed whole next time)
+            try:
+                outcome = await self._parse(lease, page, resp, render_note)
+            finally:  # (a download left for later: no validators, so parsed whole next time)
+                later = self._left_for_later(lease)
             if (
                 digest is not None
                 and outcome.kind == "done"
                 and outcome.error is None
-                and not deferred
+                and not later
             ):
                 ids = [r.id for r in outcome.records]
                 history = (0, 0)  # a first fetch, or a page that moved: no history
@@ -405,9 +405,11 @@ class PageProcessor:
                     outcome = replace(outcome, cookies=rows)
             return outcome
         finally:
-            if self.downloads is not None:
-                self.downloads.deferred.pop(lease.frontier_id, None)  # (never kept: no 304s)
+            self._left_for_later(lease)  # (forgotten: a rendered page keeps no validators)
             await rendered.close()
+
+    def _left_for_later(self, lease: Lease) -> bool:
+        return self.downloads is not None and self.downloads.left_for_later(lease.frontier_id)
 
     async def _parse(
         self,

@@ -141,8 +141,14 @@ class Progress:
         self._task = asyncio.create_task(self._refresh())
 
     async def _sample(self) -> tuple[CrawlStats, float | None, list[Waiting]]:
+        """The figures; if only what the crawl waits for cannot be read, the figures
+        without it, saying why."""
         stats: CrawlStats = await self.call(self.store.stats, self.crawl)
-        waiting: list[Waiting] = await self.call(self.store.waiting, self.crawl)
+        try:
+            waiting: list[Waiting] = await self.call(self.store.waiting, self.crawl)
+        except Exception as exc:
+            logger.warning("progress: reading what the crawl waits for failed (%s)", exc)
+            waiting = []
         return stats, self._rate.add(stats), waiting
 
     async def _refresh(self) -> None:
@@ -184,13 +190,7 @@ class Progress:
                     continue
             last = time.monotonic()  # (a failing store: one warning an interval)
             try:
-                stats: CrawlStats = await self.call(self.store.stats, self.crawl)
-                rate = self._rate.add(stats)
-                try:
-                    waiting = await self.call(self.store.waiting, self.crawl)
-                except Exception as exc:  # the figures without it, and why
-                    logger.warning("progress: reading what the crawl waits for failed (%s)", exc)
-                    waiting = []
+                stats, rate, waiting = await self._sample()
             except Exception as exc:  # the store is busy or gone: say so, try later
                 logger.warning("progress: reading the figures failed (%s)", exc)
                 said |= news  # (not tried again every second)
