@@ -10,7 +10,7 @@ import socket
 import sqlite3
 from pathlib import Path
 
-from tests.helpers import run_cli
+from tests.helpers import reaped, run_cli, start_cli, wait_for
 
 SMALL = ("--listings", "2", "--per-listing", "3", "--no-progress")
 
@@ -58,3 +58,15 @@ def test_fresh_deletes_nothing_when_the_shop_cannot_start(tmp_path: Path) -> Non
     assert f"cannot start the demo shop on 127.0.0.1:{port}" in failed.stderr
     assert "pass another --port" in failed.stderr
     assert done_pages(db) == 8  # --fresh waited for the shop: the database is still there
+
+
+def test_fresh_refuses_to_delete_a_database_a_running_demo_crawls(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    slow = ("--latency-ms", "200", "--concurrency", "1")
+    with reaped(start_cli("demo", "--db", str(db), *SMALL, *slow)) as running:
+        wait_for(lambda: any((tmp_path / "demo.db-workers").glob("*.lock")))
+        refused = run_cli("demo", "--db", str(db), "--fresh", *SMALL)
+        assert refused.returncode == 1
+        assert "is being crawled right now" in refused.stderr
+        assert running.wait(timeout=120) == 0  # its crawl completes, in its own file
+    assert done_pages(db) == 8

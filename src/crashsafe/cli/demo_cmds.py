@@ -86,7 +86,8 @@ def _shop_thread(
         site.__enter__()
     except OSError as exc:
         what = (
-            "the database's URLs point at this port: free it to resume, or pass --fresh"
+            "the database's URLs point at this port (is a demo still running on it? let it "
+            "finish, or stop what holds the port)"
             if resuming
             else "pass another --port"
         )
@@ -115,7 +116,22 @@ def _demo_port(path: Path) -> int | None:
             db.close()
     except sqlite3.Error:
         return None  # (not a crashsafe database: opening it says so)
-    return urlsplit(row[0]).port if row else None
+    try:
+        return urlsplit(row[0]).port if row and isinstance(row[0], str) else None
+    except ValueError:  # (a port out of range: not the demo's URL)
+        return None
+
+
+def _crawled_now(path: Path) -> bool:
+    """Whether a live process (a demo, a crawl) works on the database at ``path``: its
+    workers' liveness locks are held."""
+    from crashsafe.store.liveness import LockDir
+
+    folder = Path(f"{path}-workers")
+    if not folder.is_dir():
+        return False
+    locks = LockDir(folder)
+    return any(locks.is_alive(lock.stem) for lock in folder.glob("*.lock"))
 
 
 @click.command("demo-site")
@@ -214,6 +230,11 @@ def demo(
     from crashsafe.store import open_store
 
     path = Path(db_path)
+    if fresh and _crawled_now(path):
+        raise ConfigError(
+            f"{path} is being crawled right now (a demo or crawl on it is running): --fresh "
+            "would delete it under that process; let it finish or stop it first"
+        )
     crawled_from = None if fresh else _demo_port(path)
     if port is None:
         port = crawled_from or 0
