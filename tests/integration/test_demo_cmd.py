@@ -60,13 +60,35 @@ def test_fresh_deletes_nothing_when_the_shop_cannot_start(tmp_path: Path) -> Non
     assert done_pages(db) == 8  # --fresh waited for the shop: the database is still there
 
 
-def test_fresh_refuses_to_delete_a_database_a_running_demo_crawls(tmp_path: Path) -> None:
+def test_a_second_demo_on_a_database_a_demo_crawls_is_refused(tmp_path: Path) -> None:
+    """With --fresh (it would delete the file under the first) or without (before the
+    first has stored a URL, the second would crawl the file from a shop of its own)."""
     db = tmp_path / "demo.db"
     slow = ("--latency-ms", "200", "--concurrency", "1")
     with reaped(start_cli("demo", "--db", str(db), *SMALL, *slow)) as running:
         wait_for(lambda: any((tmp_path / "demo.db-workers").glob("*.lock")))
-        refused = run_cli("demo", "--db", str(db), "--fresh", *SMALL)
-        assert refused.returncode == 1
-        assert "is being crawled right now" in refused.stderr
+        for extra in (("--fresh",), ()):
+            refused = run_cli("demo", "--db", str(db), *extra, *SMALL)
+            assert refused.returncode == 1, refused.stderr
+            assert "another demo is running on" in refused.stderr
+            assert "demo shop at" not in refused.stderr
         assert running.wait(timeout=120) == 0  # its crawl completes, in its own file
     assert done_pages(db) == 8
+    again = run_cli("demo", "--db", str(db), "--fresh", *SMALL)  # the lock went with it
+    assert again.returncode == 0, again.stderr
+    assert done_pages(db) == 8
+
+
+def test_a_demo_refuses_a_database_a_crawl_works_on(tmp_path: Path) -> None:
+    from crashsafe.store.liveness import LockDir
+
+    db = tmp_path / "demo.db"
+    locks = LockDir(tmp_path / "demo.db-workers")
+    locks.acquire("run1.host-1-abcd")  # (a worker of a crawl on the file, alive)
+    try:
+        refused = run_cli("demo", "--db", str(db), "--fresh", *SMALL)
+        assert refused.returncode == 1, refused.stderr
+        assert "is being crawled right now" in refused.stderr
+    finally:
+        locks.release("run1.host-1-abcd")
+    assert run_cli("demo", "--db", str(db), *SMALL).returncode == 0

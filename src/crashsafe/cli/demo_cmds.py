@@ -134,6 +134,54 @@ def _crawled_now(path: Path) -> bool:
     return any(locks.is_alive(lock.stem) for lock in folder.glob("*.lock"))
 
 
+DEMO_LOCK = "demo.flock"  # (not ``*.lock``: no worker's liveness lock, never unlinked)
+
+
+@contextlib.contextmanager
+def _only_demo(path: Path) -> Iterator[None]:
+    """Hold the one-demo-per-database lock for the block, or refuse: a second demo on the
+    same file would crawl it from a shop of its own, on another port. The lock is a file
+    that stays (unlinking a lock file races with a process that opened it just before)."""
+    import fcntl
+    import os
+
+    from crashsafe.files import open_private, private_folder
+
+    folder = Path(f"{path}-workers")
+    private_folder(folder)
+    fd = open_private(folder / DEMO_LOCK, os.O_RDWR | os.O_CREAT, follow=False)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(
+                f"another demo is running on {path}: let it finish (or stop "
+                "it), or pass another --db"
+            ) from None
+        if _crawled_now(path):
+            raise ConfigError(
+                f"{path} is being crawled right now (a crawl on it is running): let it "
+                "finish or stop it first, or pass another --db"
+            )
+        yield
+    finally:
+        os.close(fd)
+
+
+def _delete_database(path: Path) -> None:
+    """--fresh: the database, its journal files and its stale lock files (the demo's own
+    lock stays: it is held)."""
+    path.unlink(missing_ok=True)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    for lock in Path(f"{path}-workers").iterdir():
+        if lock.name != DEMO_LOCK:
+            if lock.is_dir() and not lock.is_symlink():
+                shutil.rmtree(lock, ignore_errors=True)
+            else:
+                lock.unlink(missing_ok=True)
+
+
 @click.command("demo-site")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @click.option(
@@ -224,17 +272,24 @@ def demo(
 
     Kill it (Ctrl-C, or kill -9) and run it again: it resumes where it was.
     """
+    path = Path(db_path)
+    with _only_demo(path):
+        _demo(path, port, fresh, concurrency, no_progress, shop)
+
+
+def _demo(
+    path: Path,
+    port: int | None,
+    fresh: bool,
+    concurrency: int,
+    no_progress: bool,
+    shop: dict[str, Any],
+) -> None:
     from crashsafe.crawl.engine import Crawler
     from crashsafe.demo.shop import ShopOptions
     from crashsafe.demo.spider import DemoShop
     from crashsafe.store import open_store
 
-    path = Path(db_path)
-    if fresh and _crawled_now(path):
-        raise ConfigError(
-            f"{path} is being crawled right now (a demo or crawl on it is running): --fresh "
-            "would delete it under that process; let it finish or stop it first"
-        )
     crawled_from = None if fresh else _demo_port(path)
     if port is None:
         port = crawled_from or 0
@@ -247,10 +302,7 @@ def demo(
     options = ShopOptions(**shop)
     with _shop_thread(options, port, resuming=crawled_from is not None) as site:
         if fresh:  # (once the shop is up: a port in use must not cost the database)
-            path.unlink(missing_ok=True)
-            for suffix in ("-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
-            shutil.rmtree(f"{path}-workers", ignore_errors=True)
+            _delete_database(path)
         again = " (resuming: the shop on the port it was crawled from)" if crawled_from else ""
         click.echo(f"demo shop at {site.url}/list/0; crawling into {path}{again}", err=True)
         store = open_store(f"sqlite:///{path}")
