@@ -24,6 +24,7 @@ from crashsafe.demo.spider import DemoShop
 from crashsafe.errors import StoreError
 from crashsafe.store import Store
 from crashsafe.store.process import StoreProcess
+from tests.helpers import run_cli
 
 LINKS = [
     "/ok/1", "/ratelimited", "/flaky-list", "/broken", "/gone", "/gone410", "/slow",
@@ -58,7 +59,7 @@ class Site:
         if path == "/robots.txt":
             return web.Response(text="User-agent: *\nDisallow: /private\n")
         if path == "/start":
-            links = "".join(f'<a href="{u}">x</a>' for u in LINKS)
+            links = "".join(f'<a href="{u}">x</a>' for u in [*LINKS, self.offsite_url])
             return web.Response(text=page.format("start", links), content_type="text/html")
         if path == "/ratelimited" and n == 1:
             return web.Response(status=429, headers={"Retry-After": "1"})
@@ -172,8 +173,12 @@ def test_engine_handles_every_kind_of_misbehaviour(site: tuple[Site, str], any_d
     # redirects followed; the record is stored under the final URL
     assert hits["/redirect"] == 1 and hits["/ok/9"] == 1
     assert records["ok/9"].url == f"{base}/ok/9"
-    # off-site redirect: not followed
+    # off-site redirect and link: not followed; the link is counted (as Scrapy's
+    # offsite/filtered), and said by `status`
     assert hits["/ok/offsite"] == 0 and "offsite" not in failed
+    assert stats.links_offsite == 1 and stats.links_skipped == stats.links_cut == 0
+    said = run_cli("status", "--db", any_db_url)
+    assert "  links     1 outside the allow-list, not followed\n" in said.stdout, said.stderr
     # size cap
     assert "response too large" in (failed["/big"].error or "")
     # an exception in parse fails that URL with its traceback; the crawl goes on

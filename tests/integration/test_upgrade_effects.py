@@ -83,9 +83,11 @@ def test_records_stored_before_the_upgrade_get_events_and_can_go(
         store.enqueue("c", [NewUrl("http://a/2")])  # and the store works on as usual
 
 
-#: what the schema versions after page listings added (grant totals, retired pages)
+#: what the schema versions after page listings added (grant totals, retired pages,
+#: offsite counts)
 LATER = ("DROP TABLE grant_totals", "DROP INDEX frontier_retired",
-         "ALTER TABLE frontier DROP COLUMN gone_streak")  # fmt: skip
+         "ALTER TABLE frontier DROP COLUMN gone_streak",
+         "ALTER TABLE frontier DROP COLUMN links_offsite")  # fmt: skip
 #: and on PostgreSQL, lighter page commits (version 14): the trigger and index before it
 LATER_PG = (
     "DROP TRIGGER records_created ON records",

@@ -57,3 +57,20 @@ def test_links_beyond_the_cap_are_cut_and_counted_apart_from_malformed_ones() ->
     # (#22 item 6: a page cut by max_links_per_page reported its links as malformed)
     assert (rows.links_skipped, rows.links_cut) == (1, 15)
     assert len(rows.skipped) == 1 and "[::1" in rows.skipped[0]
+
+
+def test_links_outside_the_allow_list_are_counted_per_page_not_too_deep_ones() -> None:
+    from crashsafe.crawl.extract import to_rows
+    from crashsafe.crawl.spider import Page
+
+    f = LinkFilter(CrawlSettings(max_depth=1), ["http://a.example/"])
+    outside = ["http://b.example/x", "http://a.example:8080/", "https://b.example/x"]
+    first = Page(url="http://a.example/", status=200, headers={}, body=b"")
+    rows = to_rows([*outside, "/in", outside[0]], page=first, source="s", links=f)
+    assert [u.url for u in rows.links] == ["http://a.example/in"]
+    assert rows.links_offsite == 4  # (the same link twice is twice: links are counted)
+    again = to_rows(outside, page=first, source="s", links=f)  # the cache answers: counted
+    assert again.links_offsite == 3
+    deep = Page(url="http://a.example/in", status=200, headers={}, body=b"", depth=1)
+    too_deep = to_rows(["/deeper", outside[0]], page=deep, source="s", links=f)
+    assert too_deep.links == [] and too_deep.links_offsite == 0

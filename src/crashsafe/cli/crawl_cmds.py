@@ -75,6 +75,8 @@ def summary(result: CrawlResult) -> str:
         extra += f"; {s.links_skipped:,} malformed or unsupported links skipped"
     if s.links_cut:
         extra += f"; {s.links_cut:,} links beyond max_links_per_page not followed"
+    if s.links_offsite:
+        extra += f"; {s.links_offsite:,} links outside the allow-list not followed"
     return (
         f"{s.crawl}: {s.done:,} pages done, {s.failed:,} failed, {s.records:,} records; "
         f"{s.requests:,} requests ({s.retries:,} retries, {s.repeated:,} repeated after "

@@ -40,7 +40,7 @@ def stats_table(rows: list[CrawlStats]) -> Table:
     table = Table(title="crawls")
     cols = ["crawl", "pending", "leased", "done", "failed", "records", "lease grants"]
     cols += ["requests", "retries", "repeated", "stale commits refused", "links skipped"]
-    cols += ["links cut"]
+    cols += ["links cut", "links offsite"]
     cols += ["requests/record"]
     for col in cols:
         table.add_column(col, justify="left" if col == "crawl" else "right")
@@ -50,7 +50,7 @@ def stats_table(rows: list[CrawlStats]) -> Table:
             s.crawl,
             *(f"{v:,}" for v in (s.pending, s.leased, s.done, s.failed, s.records)),
             *(f"{v:,}" for v in (s.lease_grants, s.requests, s.retries, s.repeated)),
-            *(f"{v:,}" for v in (s.stale, s.links_skipped, s.links_cut)),
+            *(f"{v:,}" for v in (s.stale, s.links_skipped, s.links_cut, s.links_offsite)),
             rpr,
         )
     return table
@@ -124,11 +124,17 @@ def compact(
     if s.stale:
         repeats += f", {s.stale:,} stale commits refused"
     lines.append(f"  requests  {s.requests:,} ({repeats})")
-    if s.links_skipped or s.links_cut:
-        lines.append(
-            f"  links     {s.links_skipped:,} malformed or unsupported, skipped; "
-            f"{s.links_cut:,} beyond max_links_per_page, not followed"
+    links = [
+        f"{n:,} {what}"
+        for n, what in (
+            (s.links_skipped, "malformed or unsupported, skipped"),
+            (s.links_cut, "beyond max_links_per_page, not followed"),
+            (s.links_offsite, "outside the allow-list, not followed"),
         )
+        if n
+    ]
+    if links:
+        lines.append(f"  links     {'; '.join(links)}")
     if e.passes > 1 and e.last_pass_at is not None:
         lines.append(
             f"  passes    {e.passes:,}, the last begun {iso_time(e.last_pass_at)}: "

@@ -240,6 +240,7 @@ class LinkFilter:
         self.allow = AllowList.from_settings(settings.allowed_domains, start_urls)
         self._canonical: dict[str, str | None] = {}
         self._outside_said: set[tuple[str, int]] = set()
+        self.outside = 0  # links left out for the allow-list so far (to_rows counts a page's)
         self.sealer: Sealer | None = None  # seals the secrets of the requests it stores
 
     def canonical(self, url: str) -> str | None:
@@ -312,6 +313,7 @@ class LinkFilter:
             return None
         url = self.canonical(request.url)
         if url is None:
+            self.outside += 1
             return None
         key = frontier_key(url, request, parent=parent, ordinal=ordinal, sealer=self.sealer)
         callback = callback_name(request.callback)

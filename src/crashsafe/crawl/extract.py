@@ -100,12 +100,14 @@ def item_keyer(spider: Spider) -> Callable[[Mapping[str, Any]], Any] | None:
 class Rows:
     """What a page yielded, ready to commit. ``skipped`` holds the first few bad links
     (with the reason); ``links_skipped`` counts them all, ``links_cut`` the links
-    beyond ``max_links`` (not followed)."""
+    beyond ``max_links`` (not followed), ``links_offsite`` those outside the allow-list
+    (not followed)."""
 
     records: list[RecordRow] = field(default_factory=list)
     links: list[NewUrl] = field(default_factory=list)
     links_skipped: int = 0
     links_cut: int = 0
+    links_offsite: int = 0
     skipped: list[str] = field(default_factory=list)
 
 
@@ -154,6 +156,7 @@ def to_rows(
     rows = Rows()
     seen = 0
     unfiltered = 0  # dont_filter requests so far: their place keys them
+    outside = links.outside
     for item in items:
         if isinstance(item, Record):
             row = _record_row(item.key, item.data, item.source or source, page.url)
@@ -199,6 +202,7 @@ def to_rows(
                 "item_key set on the spider), page.follow(...), Request(...) or a URL string"
             )
     rows.records = list(records.values())
+    rows.links_offsite = links.outside - outside
     return rows
 
 

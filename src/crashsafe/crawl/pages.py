@@ -474,6 +474,7 @@ class PageProcessor:
             links=rows.links,
             links_skipped=rows.links_skipped,
             links_cut=rows.links_cut,
+            links_offsite=rows.links_offsite,
             cookies=cookie_rows(resp.set_cookies) if resp.set_cookies else (),
             files=files,
             render=render_note,
@@ -514,6 +515,7 @@ class PageProcessor:
         return PageOutcome(
             lease, "done", outcome.http_status, outcome.error, records=rows.records,
             links=rows.links, links_skipped=rows.links_skipped, links_cut=rows.links_cut,
+            links_offsite=rows.links_offsite,
         )  # fmt: skip
 
     def _halt(self, lease: Lease, exc: FolderUnwritable) -> PageOutcome:

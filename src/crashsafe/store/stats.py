@@ -21,12 +21,12 @@ def crawl_stats(
     records: int,
     outcomes: Mapping[str, int],
     active: int,
-    links: tuple[int, int],
+    links: tuple[int, int, int],
 ) -> CrawlStats:
     """``outcomes`` maps a grant outcome to its count, ``""`` standing for grants with
     none yet (in flight, or lost to a crash); ``active`` counts the grants that are the
     current lease of a URL; ``links`` the links skipped as malformed or unsupported,
-    and those beyond ``max_links_per_page``."""
+    those beyond ``max_links_per_page`` and those outside the allow-list."""
     grants = sum(outcomes.values())
     lost = outcomes.get("", 0) - active  # no outcome and no longer current: lost
     stale = outcomes.get("stale", 0)
@@ -44,5 +44,6 @@ def crawl_stats(
         stale=stale,
         links_skipped=int(links[0]),
         links_cut=int(links[1]),
+        links_offsite=int(links[2]),
         outcomes={k or "in flight or lost": v for k, v in outcomes.items()},
     )

@@ -301,7 +301,8 @@ class PageOutcome:
     (pending again after ``retry_in`` without a fetch and without counting an attempt: its
     robots.txt is unreachable for now; the origin's other pending URLs are held back as
     long). ``links_skipped`` counts the malformed or unsupported links the page held,
-    ``links_cut`` those beyond ``max_links_per_page`` (not followed);
+    ``links_cut`` those beyond ``max_links_per_page``, ``links_offsite`` those outside
+    the allow-list (neither followed);
     ``files`` are the downloads its records refer to (already stored on disk).
     ``render`` is counted per URL pattern (auto rendering's memory) when the page is done.
     """
@@ -317,6 +318,7 @@ class PageOutcome:
     cookies: Sequence[CookieRow] = ()
     files: Sequence[FileRow] = ()
     links_cut: int = 0
+    links_offsite: int = 0
     #: auto rendering's decision for a done page: (URL pattern, needed the browser)
     render: tuple[str, bool] | None = None
     #: what the fetch showed, for the next pass to ask for changes only (JSON; None:
@@ -391,7 +393,8 @@ class CrawlStats:
 
     ``stale`` counts page commits refused because their lease had been granted again
     (each one a repeated request); ``links_skipped`` the malformed or unsupported links
-    pages held, ``links_cut`` the links beyond ``max_links_per_page`` (not followed).
+    pages held, ``links_cut`` the links beyond ``max_links_per_page`` and
+    ``links_offsite`` those outside the allow-list (neither followed), as last fetched.
     """
 
     crawl: str
@@ -407,6 +410,7 @@ class CrawlStats:
     stale: int = 0
     links_skipped: int = 0
     links_cut: int = 0
+    links_offsite: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
 
     @property

@@ -279,6 +279,7 @@ UPDATE frontier f
 SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = f.attempts + 1, http_status = u.status, last_error = u.error,
     done_at = crashsafe_now(u.now), links_skipped = u.links_skipped, links_cut = u.links_cut,
+    links_offsite = u.links_offsite,
     done_pass = (SELECT coalesce(max(pass), 1) FROM passes p WHERE p.crawl = f.crawl),
     validators = u.validators, revisit = u.revisit,
     body_bytes = u.body_bytes, listed = coalesce(u.listed, f.listed),
@@ -292,9 +293,9 @@ SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
 FROM unnest(%(status)s::int[], %(error)s::text[], %(now)s::float8[], %(id)s::bigint[],
             %(grant)s::bigint[], %(links_skipped)s::int[], %(links_cut)s::int[],
             %(validators)s::text[], %(revisit)s::text[], %(body_bytes)s::bigint[],
-            %(revisit_in)s::float8[], %(listed)s::boolean[])
+            %(revisit_in)s::float8[], %(listed)s::boolean[], %(links_offsite)s::int[])
      AS u(status, error, now, id, g, links_skipped, links_cut, validators, revisit,
-          body_bytes, revisit_in, listed)
+          body_bytes, revisit_in, listed, links_offsite)
 WHERE f.id = ANY(%(id)s::bigint[]) AND f.id = u.id AND f.grant_id = u.g
   AND (f.state = 'leased') IS TRUE;
 
@@ -479,7 +480,8 @@ SELECT EXISTS (SELECT 1 FROM frontier WHERE crawl = %(crawl)s AND state = 'lease
 SELECT state, count(*) FROM frontier WHERE crawl = %(crawl)s GROUP BY state;
 
 -- name: count_links_skipped
-SELECT coalesce(sum(links_skipped), 0)::bigint, coalesce(sum(links_cut), 0)::bigint
+SELECT coalesce(sum(links_skipped), 0)::bigint, coalesce(sum(links_cut), 0)::bigint,
+       coalesce(sum(links_offsite), 0)::bigint
 FROM frontier WHERE crawl = %(crawl)s;
 
 -- name: count_records

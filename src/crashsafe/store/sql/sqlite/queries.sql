@@ -165,7 +165,7 @@ WHERE page IN (SELECT id FROM frontier
 UPDATE frontier
 SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = attempts + 1, http_status = :status, last_error = :error, done_at = :now,
-    links_skipped = :links_skipped, links_cut = :links_cut,
+    links_skipped = :links_skipped, links_cut = :links_cut, links_offsite = :links_offsite,
     done_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = frontier.crawl),
     validators = :validators, revisit = :revisit,
     body_bytes = :body_bytes, listed = coalesce(:listed, listed),
@@ -309,7 +309,8 @@ SELECT EXISTS (SELECT 1 FROM frontier WHERE crawl = :crawl AND state = 'leased')
 SELECT state, count(*) FROM frontier WHERE crawl = :crawl GROUP BY state;
 
 -- name: count_links_skipped
-SELECT coalesce(sum(links_skipped), 0), coalesce(sum(links_cut), 0)
+SELECT coalesce(sum(links_skipped), 0), coalesce(sum(links_cut), 0),
+       coalesce(sum(links_offsite), 0)
 FROM frontier WHERE crawl = :crawl;
 
 -- name: count_records
