@@ -251,3 +251,39 @@ def test_the_rate_chart_starts_with_the_last_hour_from_the_rows(any_db_url: str)
         rate = c.crawl()["rate"]  # at once: read from the rows, not sampled since
     assert max(p["per_second"] for p in rate) == 0.5  # 30 pages in that minute
     assert sum(p["per_second"] for p in rate) * 60 == 30  # and none in any other
+
+
+def test_retry_group_requeues_a_group_whose_messages_differ_in_their_values(
+    tmp_path: Any,
+) -> None:
+    """Three pages failed with one error but other values, one with another error: two
+    groups; the first is shown as its pattern, and Retry group re-queues its three URLs.
+    `failed --group` shows the same groups."""
+    from crashsafe.store import NewUrl, PageOutcome, open_store
+
+    db_url = f"sqlite:///{tmp_path / 'x.db'}"
+    store = open_store(db_url)
+    try:
+        store.enqueue("c", [NewUrl(f"http://a.test/{i}") for i in range(4)])
+        leases = sorted(store.lease("c", store.register_worker("c"), 4, 60), key=lambda x: x.url)
+        bad = "ValueError: could not convert string to float: "
+        errors = [f"{bad}'12,99'", f"{bad}'n/a'", f"{bad}'-'", "KeyError: 'price'"]
+        store.commit_pages(
+            "c",
+            [PageOutcome(lease, "failed", 200, e) for lease, e in zip(leases, errors, strict=True)],
+        )
+    finally:
+        store.close()
+    grouped = run_cli("failed", "--db", db_url, "--group")
+    assert grouped.returncode == 0, grouped.stderr
+    lines = grouped.stdout.splitlines()
+    assert lines[0] == f"      3  {bad}'…'  (e.g. http://a.test/0)"
+    assert lines[1] == "      1  KeyError: 'price'  (e.g. http://a.test/3)"
+    with console(db_url) as c:
+        first, second = c.crawl("c")["failed_groups"]
+        assert (first["count"], first["error"]) == (3, f"{bad}'…'")
+        assert (second["count"], second["error"]) == (1, "KeyError: 'price'")
+        code, body = c.post("/api/retry", {"crawl": "c", "error": first["error"]})
+        assert code == 200 and json.loads(body)["requeued"] == 3, body
+    left = run_cli("failed", "--db", db_url).stdout
+    assert "http://a.test/3" in left and "1 failed URL(s)" in left

@@ -19,9 +19,9 @@ from crashsafe.cli.options import (
     iso_time,
     log_options,
     open_db,
-    short_error,
 )
 from crashsafe.errors import ConfigError
+from crashsafe.failures import short_error
 from crashsafe.store import Store, masked
 from crashsafe.text import printable
 

@@ -15,7 +15,11 @@ from crashsafe.text import printable
 @db_option()
 @click.option("--crawl", "crawl_name", help="Only this crawl.")
 @click.option("--full", is_flag=True, help="Show whole errors (tracebacks).")
-@click.option("--group", is_flag=True, help="One line per distinct error, with its count.")
+@click.option(
+    "--group",
+    is_flag=True,
+    help="One line per error (values such as numbers and URLs put aside), with its count.",
+)
 def failed(db_url: str, crawl_name: str | None, full: bool, group: bool) -> None:
     """List URLs in the dead letter, with their last error."""
     store = open_db(db_url, readonly=True)

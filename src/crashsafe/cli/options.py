@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -133,25 +132,12 @@ def serve_until_interrupted(
         click.echo(f"{name} stopped.", err=True)
 
 
-def short_error(error: str | None) -> str:
-    """An error's last line (a traceback's is the exception), or ``-``, without the
-    excerpt of a response's body (``; body: ...``), which differs from page to page."""
-    lines = (error or "").strip().splitlines()
-    if not lines:
-        return "-"
-    return _BODY.sub("", lines[-1])
-
-
-_BODY = re.compile(r"; body: .*?(?= \(gave up after|$)")
-
-
 def group_errors(rows: list[FailedUrl]) -> list[tuple[int, str, str]]:
-    """``(count, error, an example URL)`` per distinct short error, most frequent first."""
-    groups: dict[str, list[str]] = {}
-    for row in rows:
-        groups.setdefault(short_error(row.error), []).append(row.url)
-    ranked = sorted(groups.items(), key=lambda item: -len(item[1]))
-    return [(len(urls), error, urls[0]) for error, urls in ranked]
+    """``(count, error, an example URL)`` per error pattern (:mod:`crashsafe.failures`),
+    most frequent first."""
+    from crashsafe.failures import group_failures
+
+    return [(len(g.failures), g.label, g.failures[0].url) for g in group_failures(rows)]
 
 
 def iso_time(ts: float) -> str:

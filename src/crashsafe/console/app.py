@@ -192,9 +192,9 @@ def _run_action(
             raise ConfigError("urls: a list of URLs")
         error = body.get("error")
         if error is not None:  # a group of the dead letter: its URLs, as grouped
-            from crashsafe.cli.options import short_error
+            from crashsafe.failures import in_group
 
-            urls = [f.url for f in store.failed(crawl) if short_error(f.error) == str(error)]
+            urls = [f.url for f in store.failed(crawl) if in_group(f, str(error))]
             if not urls:
                 return {"requeued": 0}
         return {"requeued": store.retry_failed(crawl, actor=actor, urls=urls)}

@@ -102,17 +102,13 @@ def failed_groups(failed: list[FailedUrl]) -> list[dict[str, Any]]:
     """The dead letter by error (as ``failed --group``), most frequent first: each with an
     example's whole error, which holds the first bytes of the response that failed (a
     retry of the group names its error; the console finds its URLs again)."""
-    from crashsafe.cli.options import short_error
+    from crashsafe.failures import group_failures
 
-    groups: dict[str, list[FailedUrl]] = {}
-    for row in failed:
-        groups.setdefault(short_error(row.error), []).append(row)
-    ranked = sorted(groups.items(), key=lambda item: -len(item[1]))[:FAILED_GROUPS]
     return [
-        {"count": len(rows), "error": error, "example": rows[0].url,
-         "example_error": (rows[0].error or "")[:EXAMPLE_ERROR_CHARS],
-         "status": rows[0].http_status}
-        for error, rows in ranked
+        {"count": len(g.failures), "error": g.label, "example": g.failures[0].url,
+         "example_error": (g.failures[0].error or "")[:EXAMPLE_ERROR_CHARS],
+         "status": g.failures[0].http_status}
+        for g in group_failures(failed)[:FAILED_GROUPS]
     ]  # fmt: skip
 
 
