@@ -266,7 +266,7 @@ def main() -> None:
                     url = fresh_url(backend, args.pg, n, folder)
                     try:
                         # enough URLs that nobody runs dry: the fastest seen here, with room
-                        urls = int(40_000 * args.seconds / 8 * max(1, workers / 2))
+                        urls = int(60_000 * args.seconds / 8 * max(1, workers / 2))
                         rate = measure_store(url, workers, args.seconds, args.batch, urls)
                     finally:
                         drop(url)
