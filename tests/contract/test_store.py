@@ -309,6 +309,24 @@ def test_skipped_pages_are_done_without_a_request(store: Store) -> None:
     assert not store.due(C).open
 
 
+def test_a_page_refused_before_its_request_fails_without_counting_one(store: Store) -> None:
+    """The address guard refused its first hop (``sent=False``): dead letter, an attempt,
+    but no request, in the crawl's figures and a run's; its worker committed it."""
+    mark = store.high_water()
+    store.enqueue(C, [NewUrl("http://a/1"), NewUrl("http://a/2")])
+    owner = store.register_worker(C)
+    one, two = sorted(store.lease(C, owner, 2, 60), key=lambda x: x.url)
+    refused = PageOutcome(one, "failed", error="a loopback address: refused", sent=False)
+    store.commit_pages(C, [refused, PageOutcome(two, "failed", 403, "HTTP 403")])
+    stats = store.stats(C)
+    assert (stats.failed, stats.requests, stats.repeated) == (2, 1, 0)
+    assert store.since(C, mark).requests == 1
+    [worker] = store.workers(C)
+    assert worker.pages == 2
+    [dead] = [f for f in store.failed(C) if f.url == "http://a/1"]
+    assert dead.attempts == 1
+
+
 def test_robots_cache(open_stores: Callable[[], Store], clock: ManualClock) -> None:
     a, b = open_stores(), open_stores()
     wa, wb = a.register_worker(), b.register_worker()  # live workers (liveness locks held)

@@ -68,6 +68,8 @@ def test_a_proxy_opens_nothing_and_carries_everything(store: Store) -> None:
     assert [f.get("sha256") for f in files] == [None, None, None]
     assert all("loopback address: refused" in f["error"] for f in files), files
     assert result.stats.done == 1
+    # refused before the network: not counted as requests (the start page's alone is)
+    assert result.stats.requests == 1 and result.stats.failed == 3
 
 
 def test_downloads_have_an_allow_decision_of_their_own(store: Store) -> None:

@@ -155,6 +155,7 @@ def test_a_public_name_that_resolves_to_a_private_address_is_refused(store: Stor
     assert "public.example (127.0.0.1) is a loopback address: refused" in (dead.error or "")
     assert "allowed_addresses=loopback" in (dead.error or "")
     assert result.stats.failed == 1
+    assert result.stats.requests == 0  # (refused by the resolver: no request was made)
 
 
 def test_allowed_addresses_opens_a_named_range(db_url: str) -> None:

@@ -19,7 +19,7 @@ import aiohttp.abc
 from multidict import CIMultiDictProxy
 from yarl import URL
 
-from crashsafe.crawl.addresses import AddressGuard
+from crashsafe.crawl.addresses import AddressGuard, AddressRefused
 from crashsafe.crawl.allow import BadLink, client_url
 from crashsafe.crawl.fetch_errors import (
     FetchError,
@@ -188,22 +188,14 @@ async def fetch(
     cap = settings.max_response_bytes if max_bytes is None else max_bytes
     current = url
     cookies: list[tuple[str, str]] = []
-    for _ in range(redirects + 1):
+    for hop in range(redirects + 1):
         request_url = client_url(current)  # what the allow decision was made on
         if guard is not None:
-            target = request_url.raw_host or ""
-            guard.check_host(target, request_url.port)
-            if send.proxy:
-                # The connection ends at the proxy, which may be special only if it is
-                # the crawl's own; and the proxy resolves the target's name unseen by
-                # the resolver's check: the target is resolved and checked here first.
-                proxy = URL(send.proxy)
-                guard.check_proxy(proxy.raw_host or "", proxy.port)
-                await guard.check_proxied(target, request_url.port)
-            elif guard.is_proxy(target, request_url.port or 0):
-                # The proxy's own endpoint asked for as a server (NO_PROXY, a link): the
-                # resolver lets the proxy's name through as the proxy; checked here.
-                await guard.check_proxied(target, request_url.port)
+            try:
+                await _check_hop(guard, request_url, send)
+            except AddressRefused as exc:
+                exc.unsent = hop == 0
+                raise
         try:
             async with session.request(
                 send.method,
@@ -236,6 +228,9 @@ async def fetch(
                         continue
                 body = await _read_capped(resp, cap, truncate=truncate)
                 return Response(current, resp.status, resp.headers, body, tuple(cookies))
+        except AddressRefused as exc:  # (the resolver's: no address the crawl may reach)
+            exc.unsent = hop == 0
+            raise
         except TimeoutError as exc:
             raise TransientFetchError(f"timeout after {settings.timeout:g}s") from exc
         except asyncio.CancelledError:
@@ -253,6 +248,24 @@ async def fetch(
         except (aiohttp.ClientError, ValueError) as exc:  # ValueError: a URL yarl refuses
             raise PermanentFetchError(f"{type(exc).__name__}: {exc}") from exc
     raise PermanentFetchError(f"more than {redirects} redirects (last: {current[:200]})")
+
+
+async def _check_hop(guard: AddressGuard, request_url: URL, send: Send) -> None:
+    """Refuse a hop to an address the crawl may not connect to, as far as it can be told
+    before the request (the session's resolver checks the names it resolves)."""
+    target = request_url.raw_host or ""
+    guard.check_host(target, request_url.port)
+    if send.proxy:
+        # The connection ends at the proxy, which may be special only if it is the
+        # crawl's own; and the proxy resolves the target's name unseen by the resolver's
+        # check: the target is resolved and checked here first.
+        proxy = URL(send.proxy)
+        guard.check_proxy(proxy.raw_host or "", proxy.port)
+        await guard.check_proxied(target, request_url.port)
+    elif guard.is_proxy(target, request_url.port or 0):
+        # The proxy's own endpoint asked for as a server (NO_PROXY, a link): the resolver
+        # lets the proxy's name through as the proxy; checked here.
+        await guard.check_proxied(target, request_url.port)
 
 
 def _connect_reason(error: OSError) -> str:

@@ -20,3 +20,7 @@ class TLSFetchError(TransientFetchError):
 
 class PermanentFetchError(FetchError):
     """Retrying will not help: too many redirects, response too large."""
+
+    #: True when no request of the fetch reached the network (its first hop refused by
+    #: the address guard): the page fails without counting a request
+    unsent = False

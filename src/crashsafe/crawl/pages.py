@@ -289,7 +289,8 @@ class PageProcessor:
         except TransientFetchError as exc:
             return await self._give_up(request, self._retry(lease, str(exc)), exc)
         except PermanentFetchError as exc:
-            return await self._give_up(request, PageOutcome(lease, "failed", error=str(exc)), exc)
+            failed = PageOutcome(lease, "failed", error=str(exc), sent=not exc.unsent)
+            return await self._give_up(request, failed, exc)
         except FolderUnwritable as exc:  # the WARC archive cannot be written
             return self._halt(lease, exc)
         if resp.set_cookies and self.cookies is not None:
@@ -515,7 +516,7 @@ class PageProcessor:
         return PageOutcome(
             lease, "done", outcome.http_status, outcome.error, records=rows.records,
             links=rows.links, links_skipped=rows.links_skipped, links_cut=rows.links_cut,
-            links_offsite=rows.links_offsite,
+            links_offsite=rows.links_offsite, sent=outcome.sent,
         )  # fmt: skip
 
     def _halt(self, lease: Lease, exc: FolderUnwritable) -> PageOutcome:

@@ -242,10 +242,11 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
                 stale.append(True)
                 continue
             stale.append(False)
-            grants.append({"outcome": p.kind, "grant": grant})
+            outcome = p.kind if p.sent else "refused"
+            grants.append({"outcome": outcome, "grant": grant})
             error = None if p.error is None else storable(p.error)
             row = {"status": p.http_status, "error": error, "now": now, "id": fid,
-                   "grant": grant, "outcome": p.kind}  # fmt: skip
+                   "grant": grant, "outcome": outcome}  # fmt: skip
             if p.kind == "done" or p.kind == "skipped":
                 parsed = p.revisit is None and p.http_status not in _SAYS_NOTHING
                 done.append({**row, "links_skipped": p.links_skipped, "links_cut": p.links_cut,

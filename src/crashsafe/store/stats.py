@@ -10,8 +10,9 @@ from collections.abc import Mapping
 
 from crashsafe.store.values import CrawlStats
 
-#: Grant outcomes that made no request.
-UNFETCHED = ("released", "skipped", "deferred")
+#: Grant outcomes that made no request ("refused": failed by the address guard before
+#: the first hop; queries.sql's requests_after and pages_by_owner say the same).
+UNFETCHED = ("released", "skipped", "deferred", "refused")
 
 
 def crawl_stats(

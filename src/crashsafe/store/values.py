@@ -332,6 +332,9 @@ class PageOutcome:
     #: a done page: seconds from its commit until it is due for a revisit (None: due
     #: whenever a pass of due pages runs)
     revisit_in: float | None = None
+    #: False: no request reached the network (a failure refused before the first hop,
+    #: by the address guard): the grant's outcome is ``refused``, no request counted
+    sent: bool = True
 
 
 @pickled_as_tuple

@@ -410,12 +410,12 @@ GROUP BY lease_owner;
 SELECT owner, sum(n)::bigint FROM (
     SELECT owner, count(*) AS n FROM lease_grants
     WHERE (%(crawl)s::text IS NULL OR crawl = %(crawl)s)
-      AND outcome IN ('done', 'skipped', 'retry', 'failed')
+      AND outcome IN ('done', 'skipped', 'retry', 'failed', 'refused')
     GROUP BY owner
     UNION ALL
     SELECT owner, n FROM grant_totals
     WHERE (%(crawl)s::text IS NULL OR crawl = %(crawl)s)
-      AND outcome IN ('done', 'skipped', 'retry', 'failed')) kept_and_folded
+      AND outcome IN ('done', 'skipped', 'retry', 'failed', 'refused')) kept_and_folded
 GROUP BY owner;
 
 -- name: lease_owners
@@ -645,13 +645,13 @@ SELECT (SELECT coalesce(max(id), 0) FROM lease_grants),
 -- made a request (stats.py's rule), its folded ones by its owners (SQLite's says more).
 SELECT (SELECT count(*) FROM lease_grants g
         WHERE g.id > %(grants)s AND g.crawl = %(crawl)s AND starts_with(g.owner, %(prefix)s)
-          AND coalesce(g.outcome, '') NOT IN ('released', 'skipped', 'deferred')
+          AND coalesce(g.outcome, '') NOT IN ('released', 'skipped', 'deferred', 'refused')
           AND NOT (g.outcome IS NULL
                    AND EXISTS (SELECT 1 FROM frontier f
                                WHERE f.id = g.frontier_id AND f.grant_id = g.id)))
      + (SELECT coalesce(sum(n), 0) FROM grant_totals t
         WHERE %(n)s > 0 AND t.crawl = %(crawl)s AND starts_with(t.owner, %(prefix)s)
-          AND t.outcome NOT IN ('released', 'skipped', 'deferred'));
+          AND t.outcome NOT IN ('released', 'skipped', 'deferred', 'refused'));
 
 -- name: records_after
 -- The records that changed since the mark (created, updated, gone) whose page was done

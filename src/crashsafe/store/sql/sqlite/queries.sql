@@ -246,12 +246,12 @@ GROUP BY lease_owner;
 SELECT owner, sum(n) FROM (
     SELECT owner, count(*) AS n FROM lease_grants
     WHERE (:crawl IS NULL OR crawl = :crawl)
-      AND outcome IN ('done', 'skipped', 'retry', 'failed')
+      AND outcome IN ('done', 'skipped', 'retry', 'failed', 'refused')
     GROUP BY owner
     UNION ALL
     SELECT owner, n FROM grant_totals
     WHERE (:crawl IS NULL OR crawl = :crawl)
-      AND outcome IN ('done', 'skipped', 'retry', 'failed'))
+      AND outcome IN ('done', 'skipped', 'retry', 'failed', 'refused'))
 GROUP BY owner;
 
 -- name: lease_owners
@@ -462,13 +462,13 @@ SELECT (SELECT coalesce(max(id), 0) FROM lease_grants), :now;
 -- all came after its mark. (Without a run, only the grants kept are seen.)
 SELECT (SELECT count(*) FROM lease_grants g
         WHERE g.id > :grants AND g.crawl = :crawl AND substr(g.owner, 1, :n) = :prefix
-          AND coalesce(g.outcome, '') NOT IN ('released', 'skipped', 'deferred')
+          AND coalesce(g.outcome, '') NOT IN ('released', 'skipped', 'deferred', 'refused')
           AND NOT (g.outcome IS NULL
                    AND EXISTS (SELECT 1 FROM frontier f
                                WHERE f.id = g.frontier_id AND f.grant_id = g.id)))
      + (SELECT coalesce(sum(n), 0) FROM grant_totals t
         WHERE :n > 0 AND t.crawl = :crawl AND substr(t.owner, 1, :n) = :prefix
-          AND t.outcome NOT IN ('released', 'skipped', 'deferred'));
+          AND t.outcome NOT IN ('released', 'skipped', 'deferred', 'refused'));
 
 -- name: records_after
 -- The records that changed since :at (created, updated, gone) whose page was done by one
