@@ -1,13 +1,15 @@
 """The dead letter grouped by error: what `failed --group`, a crawl's summary and the
 console show, and what the console's "Retry group" re-queues.
 
-Failures group by their error's pattern: the last line (a traceback's is the exception)
-without the excerpt of the response's body, its values put aside (URLs, quoted values
-that are not names, long hexadecimal ids, numbers but an HTTP status), so that
-``ValueError: could not convert string to float: '12,99'`` and the same for ``'n/a'``
-are one group, and ``HTTP 500`` and ``HTTP 404`` are two. A group whose failures all
-say the same shows that message; one whose values differ shows the pattern
-(``could not convert string to float: '…'``).
+Failures group by their error's pattern: the last line that says something (a
+traceback's is the exception) without the excerpt of the response's body, with its
+values put aside: numbers (but an HTTP status) as ``N``, hexadecimal ids as ``<id>``,
+and quoted values as ``'…'``, except in the errors whose quotes hold names (``KeyError:
+'price'``, ``AttributeError``, ``TypeError``...). So ``ValueError: could not convert
+string to float: '12,99'`` and the same for ``'TBD'`` are one group, while ``HTTP 500``
+and ``HTTP 404``, or ``KeyError: 'price'`` and ``KeyError: 'name'``, are two. A group
+whose failures all say the same shows that message, else its pattern; either way the
+group is found again by its key (the pattern), never by re-reading what it shows.
 """
 
 from __future__ import annotations
@@ -21,47 +23,68 @@ if TYPE_CHECKING:
     from crashsafe.store import FailedUrl
 
 _BODY = re.compile(r"; body: .*?(?= \(gave up after|$)")
-_URL = re.compile(r"\bhttps?://[^\s'\"<>]+")
-_QUOTED = re.compile(r"'([^'\n]*)'|\"([^\"\n]*)\"")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")  # ('price', 'utf-8': kept)
-_HEX = re.compile(r"\b(?=[0-9a-f-]*\d)[0-9a-f]{8,}(?:-[0-9a-f]{4,})*\b", re.IGNORECASE)
-_NUMBER = re.compile(r"(?<!HTTP )(?<![\w.])\d+(?:\.\d+)*(?![\w.]*\w)")
+# A line of an exception group's frame ("+---- 1 ----", "| ...") or nothing but that.
+_DECORATION = re.compile(r"[\s|+\-]*")
+_GROUP_PREFIX = re.compile(r"^[\s|]*")
+# Errors whose quoted values are names (a key, an attribute, a module, a type), kept.
+_NAMING = frozenset({
+    "KeyError", "AttributeError", "NameError", "UnboundLocalError", "ImportError",
+    "ModuleNotFoundError", "LookupError", "TypeError",
+})  # fmt: skip
+_KIND = re.compile(r"([A-Za-z_][\w.]*):")
+# One pass, left to right, so that a value kept (a quoted name) is not taken apart by
+# another rule. Every part is linear: no nested repetition can backtrack far.
+_VALUES = re.compile(
+    r"(?<!\w)(?P<quoted>'[^'\n]*'|\"[^\"\n]*\")(?!\w)"
+    r"|(?P<status>\bHTTP \d{3}\b)"
+    r"|(?<![\w.-])(?P<hex>(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{8,}(?:-[0-9a-f]{4,})*)(?![\w-])"
+    r"|(?<![\w.-])(?P<number>0x[0-9a-f]+|\d+(?:\.\d+)*)(?!\w)",
+    re.IGNORECASE,
+)
 
 
 def short_error(error: str | None) -> str:
-    """An error's last line (a traceback's is the exception), or ``-``, without the
-    excerpt of a response's body (``; body: ...``), which differs from page to page."""
-    lines = (error or "").strip().splitlines()
-    if not lines:
-        return "-"
-    return _BODY.sub("", lines[-1])
-
-
-def _quoted(match: re.Match[str]) -> str:
-    value = match.group(1) if match.group(1) is not None else match.group(2)
-    return match.group(0) if _NAME.fullmatch(value) else "'…'"
+    """An error's last line that says something (a traceback's is the exception; an
+    exception group's frame lines are passed over), or ``-``, without the excerpt of a
+    response's body (``; body: ...``), which differs from page to page."""
+    for line in reversed((error or "").strip().splitlines()):
+        if not _DECORATION.fullmatch(line):
+            return _BODY.sub("", _GROUP_PREFIX.sub("", line, count=1))
+    return "-"
 
 
 def error_pattern(short: str) -> str:
-    """``short`` (a :func:`short_error`) with its values put aside; a pattern is its own
-    pattern, so a group's label, message or pattern, finds the group again."""
-    text = _URL.sub("<url>", short)
-    text = _QUOTED.sub(_quoted, text)
-    text = _HEX.sub("<id>", text)
-    return _NUMBER.sub("N", text)
+    """The key ``short`` (a :func:`short_error`) groups by: its values put aside."""
+    kind = _KIND.match(short)
+    names = kind is not None and kind.group(1).rsplit(".", 1)[-1] in _NAMING
+
+    def put_aside(match: re.Match[str]) -> str:
+        if match.group("quoted") is not None:
+            return match.group(0) if names else "'…'"
+        if match.group("status") is not None:
+            return match.group(0)
+        return "<id>" if match.group("hex") is not None else "N"
+
+    return _VALUES.sub(put_aside, short)
+
+
+def error_key(error: str | None) -> str:
+    """The key of the group a stored error belongs to."""
+    return error_pattern(short_error(error))
 
 
 @dataclass(frozen=True, slots=True)
 class ErrorGroup:
-    """Failures of one pattern; ``label`` is their message if they all say the same,
-    else the pattern."""
+    """Failures of one key; ``label`` is their message if they all say the same, else
+    the key (the pattern)."""
 
+    key: str
     label: str
     failures: tuple[FailedUrl, ...]
 
 
 def group_failures(rows: Sequence[FailedUrl]) -> list[ErrorGroup]:
-    """The failures by error pattern, the largest group first (ties: first seen)."""
+    """The failures by error key, the largest group first (ties: first seen)."""
     groups: dict[str, list[FailedUrl]] = {}
     messages: dict[str, set[str]] = {}
     for row in rows:
@@ -71,11 +94,6 @@ def group_failures(rows: Sequence[FailedUrl]) -> list[ErrorGroup]:
         messages.setdefault(key, set()).add(short)
     ranked = sorted(groups.items(), key=lambda item: -len(item[1]))
     return [
-        ErrorGroup(next(iter(messages[key])) if len(messages[key]) == 1 else key, tuple(group))
-        for key, group in ranked
+        ErrorGroup(key, next(iter(messages[key])) if len(messages[key]) == 1 else key, tuple(g))
+        for key, g in ranked
     ]
-
-
-def in_group(row: FailedUrl, label: str) -> bool:
-    """Whether ``row`` belongs to the group shown as ``label``."""
-    return error_pattern(short_error(row.error)) == error_pattern(label)

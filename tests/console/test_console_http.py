@@ -283,7 +283,8 @@ def test_retry_group_requeues_a_group_whose_messages_differ_in_their_values(
         first, second = c.crawl("c")["failed_groups"]
         assert (first["count"], first["error"]) == (3, f"{bad}'…'")
         assert (second["count"], second["error"]) == (1, "KeyError: 'price'")
-        code, body = c.post("/api/retry", {"crawl": "c", "error": first["error"]})
+        assert first["key"] == f"{bad}'…'" and second["key"] == "KeyError: 'price'"
+        code, body = c.post("/api/retry", {"crawl": "c", "error": first["key"]})
         assert code == 200 and json.loads(body)["requeued"] == 3, body
     left = run_cli("failed", "--db", db_url).stdout
     assert "http://a.test/3" in left and "1 failed URL(s)" in left

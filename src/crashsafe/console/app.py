@@ -7,9 +7,10 @@
   ``GET /api/records/versions?crawl=NAME&id=ID``: a record's versions, oldest first;
   ``GET /api/changes?crawl=NAME``: the change feed of the crawl's last pass
 - ``POST /api/{pause|resume|cancel|retry}``: JSON body ``{"crawl": NAME}``, with
-  ``"origin"`` (pause, resume an origin), ``"error"`` (retry that group of the dead
-  letter) or ``"urls"`` (retry those; none: every failed URL); each is the store operation
-  the CLI runs, recorded in the audit as ``console@<address>``
+  ``"origin"`` (pause, resume an origin), ``"error"`` (retry the group of the dead
+  letter whose ``key`` it is, as ``/api/state`` gives it) or ``"urls"`` (retry those;
+  none: every failed URL); each is the store operation the CLI runs, recorded in the
+  audit as ``console@<address>``
 - ``GET /metrics``: Prometheus (``metrics.py``)
 """
 
@@ -190,11 +191,11 @@ def _run_action(
             isinstance(urls, list) and all(isinstance(u, str) for u in urls)
         ):
             raise ConfigError("urls: a list of URLs")
-        error = body.get("error")
-        if error is not None:  # a group of the dead letter: its URLs, as grouped
-            from crashsafe.failures import in_group
+        key = body.get("error")
+        if key is not None:  # a group of the dead letter, by its key: its URLs, as grouped
+            from crashsafe.failures import error_key
 
-            urls = [f.url for f in store.failed(crawl) if in_group(f, str(error))]
+            urls = [f.url for f in store.failed(crawl) if error_key(f.error) == str(key)]
             if not urls:
                 return {"requeued": 0}
         return {"requeued": store.retry_failed(crawl, actor=actor, urls=urls)}

@@ -100,12 +100,12 @@ def take(store: Store, groups: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def failed_groups(failed: list[FailedUrl]) -> list[dict[str, Any]]:
     """The dead letter by error (as ``failed --group``), most frequent first: each with an
-    example's whole error, which holds the first bytes of the response that failed (a
-    retry of the group names its error; the console finds its URLs again)."""
+    example's whole error, which holds the first bytes of the response that failed, and
+    its key (a retry of the group names it; the console finds its URLs again)."""
     from crashsafe.failures import group_failures
 
     return [
-        {"count": len(g.failures), "error": g.label, "example": g.failures[0].url,
+        {"count": len(g.failures), "error": g.label, "key": g.key, "example": g.failures[0].url,
          "example_error": (g.failures[0].error or "")[:EXAMPLE_ERROR_CHARS],
          "status": g.failures[0].http_status}
         for g in group_failures(failed)[:FAILED_GROUPS]

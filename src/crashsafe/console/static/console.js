@@ -115,7 +115,7 @@ function drawCrawl(c) {
       table(["count", "error", "example", ""], c.failed_groups.map((g) => [
         g.count, el("div", {}, g.error, el("pre", { class: "muted" }, g.example_error)),
         el("div", {}, g.example, readOnly ? "" : el("button", { class: "retry-one", onclick: () => act(c.name, "retry", { urls: [g.example] }) }, "Retry this one")),
-        readOnly ? "" : el("button", { class: "retry-group", onclick: () => act(c.name, "retry", { error: g.error }) }, "Retry group")])));
+        readOnly ? "" : el("button", { class: "retry-group", onclick: () => act(c.name, "retry", { error: g.key }) }, "Retry group")])));
   }
   if (c.endpoints.length) {
     const states = ["pending", "leased", "delivered", "failed"];
