@@ -92,3 +92,18 @@ def test_a_demo_refuses_a_database_a_crawl_works_on(tmp_path: Path) -> None:
     finally:
         locks.release("run1.host-1-abcd")
     assert run_cli("demo", "--db", str(db), *SMALL).returncode == 0
+
+
+def test_a_demo_database_where_none_can_be_is_refused_saying_why(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    cases = {
+        "afile/x.db": "afile is not a folder",
+        "nx/sub/x.db": "nx/sub does not exist",  # (not created: crawl does not either)
+        "a?b.db": "reads as a URL's query or fragment",
+        "": "give a file",
+    }
+    for db, said in cases.items():
+        refused = run_cli("demo", "--db", str(tmp_path / db) if db else db, *SMALL)
+        assert refused.returncode == 1, (db, refused.stderr)
+        assert said in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing left behind

@@ -147,9 +147,24 @@ def _only_demo(path: Path) -> Iterator[None]:
 
     from crashsafe.files import open_private, private_folder
 
-    folder = Path(f"{path}-workers")
-    private_folder(folder)
-    fd = open_private(folder / DEMO_LOCK, os.O_RDWR | os.O_CREAT, follow=False)
+    if not str(path) or path.name in ("", ".", "..") or path.is_dir():
+        raise ConfigError(f"--db {str(path)!r}: give a file, e.g. --db crashsafe-demo.db")
+    if "?" in str(path) or "#" in str(path):
+        raise ConfigError(f"--db {str(path)!r}: a file name with '?' or '#' reads as a URL's "
+                          "query or fragment; choose another name")  # fmt: skip
+    if not path.parent.is_dir():
+        why = "is not a folder" if path.parent.exists() else "does not exist"
+        raise ConfigError(f"cannot create {path}: {path.parent} {why}")
+    real = path.resolve()  # (one lock for one file, however it is named)
+    folder = real.with_name(f"{real.name}-workers")
+    try:
+        private_folder(folder)
+        fd = open_private(folder / DEMO_LOCK, os.O_RDWR | os.O_CREAT, follow=False)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot use {path}: {exc.strerror or exc} (a read-only file system, or no "
+            "permission): choose a folder you can write with --db"
+        ) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -170,11 +185,16 @@ def _only_demo(path: Path) -> Iterator[None]:
 
 def _delete_database(path: Path) -> None:
     """--fresh: the database, its journal files and its stale lock files (the demo's own
-    lock stays: it is held)."""
+    lock stays: it is held). Asked again here: a crawl may have started on the file while
+    the shop was starting."""
+    if _crawled_now(path):
+        raise ConfigError(f"{path} is being crawled right now (a crawl on it started): "
+                          "--fresh deletes nothing; let it finish or stop it first")  # fmt: skip
     path.unlink(missing_ok=True)
     for suffix in ("-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
-    for lock in Path(f"{path}-workers").iterdir():
+    workers = Path(f"{path}-workers")
+    for lock in workers.iterdir() if workers.is_dir() else ():
         if lock.name != DEMO_LOCK:
             if lock.is_dir() and not lock.is_symlink():
                 shutil.rmtree(lock, ignore_errors=True)
@@ -272,6 +292,8 @@ def demo(
 
     Kill it (Ctrl-C, or kill -9) and run it again: it resumes where it was.
     """
+    if not db_path.strip():
+        raise ConfigError("--db '': give a file, e.g. --db crashsafe-demo.db")
     path = Path(db_path)
     with _only_demo(path):
         _demo(path, port, fresh, concurrency, no_progress, shop)
