@@ -409,3 +409,21 @@ def test_a_page_gone_at_three_visits_in_a_row_is_retired_until_linked_again(
     assert store.begin_pass(C, every=0.0).started.requeued == 2
     assert one_pass() == ["http://a/gone", "http://a/list"]
     assert store.retired(C) == 1  # /gone: two 404s since its failure, not four
+
+
+def test_a_page_found_the_same_keeps_its_link_counts(store: Store, clock: ManualClock) -> None:
+    """Not parsed (304, or the same body): its links are those counted when it was; a
+    page parsed again counts afresh."""
+    store.enqueue(C, [NewUrl("http://a/same"), NewUrl("http://a/parsed")])
+    counts = {"links_skipped": 1, "links_cut": 2, "links_offsite": 3}
+    pages = {u: (HOUR, [], dict(counts)) for u in ("http://a/same", "http://a/parsed")}
+    crawl_all(store, pages)
+    s = store.stats(C)
+    assert (s.links_skipped, s.links_cut, s.links_offsite) == (2, 4, 6)
+    clock.advance(HOUR)
+    assert store.begin_pass(C).started is not None
+    pages["http://a/same"] = (HOUR, [], {"revisit": "not-modified"})  # counts 0: not read
+    pages["http://a/parsed"] = (HOUR, [], {"links_offsite": 1})
+    crawl_all(store, pages)
+    s = store.stats(C)
+    assert (s.links_skipped, s.links_cut, s.links_offsite) == (1, 2, 4)

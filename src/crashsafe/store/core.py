@@ -249,8 +249,10 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
                    "grant": grant, "outcome": outcome}  # fmt: skip
             if p.kind == "done" or p.kind == "skipped":
                 parsed = p.revisit is None and p.http_status not in _SAYS_NOTHING
-                done.append({**row, "links_skipped": p.links_skipped, "links_cut": p.links_cut,
-                             "links_offsite": p.links_offsite,
+                same = p.revisit is not None  # (not parsed, the same page: counts kept)
+                done.append({**row, "links_skipped": None if same else p.links_skipped,
+                             "links_cut": None if same else p.links_cut,
+                             "links_offsite": None if same else p.links_offsite,
                              "validators": p.validators, "revisit": p.revisit,
                              "body_bytes": p.body_bytes, "revisit_in": p.revisit_in,
                              "listed": bool(p.records) if parsed else None})  # fmt: skip

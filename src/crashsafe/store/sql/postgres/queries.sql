@@ -278,8 +278,11 @@ WHERE f.crawl = %(crawl)s AND f.state = 'done' AND f.done_pass <= %(pass)s
 UPDATE frontier f
 SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = f.attempts + 1, http_status = u.status, last_error = u.error,
-    done_at = crashsafe_now(u.now), links_skipped = u.links_skipped, links_cut = u.links_cut,
-    links_offsite = u.links_offsite,
+    done_at = crashsafe_now(u.now),
+    -- (a page found the same, not parsed: its links as counted when it was)
+    links_skipped = coalesce(u.links_skipped, f.links_skipped),
+    links_cut = coalesce(u.links_cut, f.links_cut),
+    links_offsite = coalesce(u.links_offsite, f.links_offsite),
     done_pass = (SELECT coalesce(max(pass), 1) FROM passes p WHERE p.crawl = f.crawl),
     validators = u.validators, revisit = u.revisit,
     body_bytes = u.body_bytes, listed = coalesce(u.listed, f.listed),

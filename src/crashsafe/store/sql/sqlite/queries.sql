@@ -165,7 +165,10 @@ WHERE page IN (SELECT id FROM frontier
 UPDATE frontier
 SET state = 'done', lease_owner = NULL, lease_expires = NULL, grant_id = NULL,
     attempts = attempts + 1, http_status = :status, last_error = :error, done_at = :now,
-    links_skipped = :links_skipped, links_cut = :links_cut, links_offsite = :links_offsite,
+    -- (a page found the same, not parsed: its links as counted when it was)
+    links_skipped = coalesce(:links_skipped, links_skipped),
+    links_cut = coalesce(:links_cut, links_cut),
+    links_offsite = coalesce(:links_offsite, links_offsite),
     done_pass = (SELECT coalesce(max(pass), 1) FROM passes WHERE crawl = frontier.crawl),
     validators = :validators, revisit = :revisit,
     body_bytes = :body_bytes, listed = coalesce(:listed, listed),
