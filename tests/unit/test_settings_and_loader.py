@@ -76,6 +76,22 @@ def test_load_spider_from_module_and_file(tmp_path: Path) -> None:
     broken.write_text("raise RuntimeError('boom')\n")
     with pytest.raises(SpiderLoadError, match="RuntimeError: boom"):
         load_spider(str(broken))
+    empty = tmp_path / "empty.py"
+    empty.write_text("X = 1\n")
+    with pytest.raises(SpiderLoadError, match=r"defines no crashsafe Spider class \(a spider"):
+        load_spider(str(empty))
+
+
+def test_a_scrapy_spider_where_a_crashsafe_one_is_looked_for_says_what_to_do(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("scrapy")
+    f = tmp_path / "theirs.py"
+    f.write_text("import scrapy\nclass Off(scrapy.Spider):\n    name = 'off'\n")
+    for target in (str(f), f"{f}:Off"):
+        with pytest.raises(SpiderLoadError) as raised:
+            load_spider(target)
+        assert f"Off is a Scrapy spider: run it with `scrapy runspider {f}`" in str(raised.value)
 
 
 def test_retry_after() -> None:

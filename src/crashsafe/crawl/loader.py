@@ -38,7 +38,9 @@ def load_spider(target: str) -> type[Spider]:
     if cls_name:
         found = getattr(module, cls_name, None)
         if not (inspect.isclass(found) and issubclass(found, Spider)):
-            raise SpiderLoadError(f"{where} has no Spider subclass named {cls_name!r}")
+            raise SpiderLoadError(
+                f"{where} has no Spider subclass named {cls_name!r}{_scrapy_hint(module, where)}"
+            )
         return found
     spiders = [
         obj
@@ -48,13 +50,35 @@ def load_spider(target: str) -> type[Spider]:
         and obj is not Spider
         and obj.__module__ == module.__name__
     ]
-    if len(spiders) != 1:
-        names = ", ".join(s.__name__ for s in spiders) or "none"
+    if not spiders:
+        hint = _scrapy_hint(module, where) or " (a spider subclasses crashsafe.Spider)"
+        raise SpiderLoadError(f"{where} defines no crashsafe Spider class{hint}")
+    if len(spiders) > 1:
+        names = ", ".join(s.__name__ for s in spiders)
         raise SpiderLoadError(
             f"{where} defines {len(spiders)} Spider classes ({names}): name one as "
             f"{where}:ClassName"
         )
     return spiders[0]
+
+
+def _scrapy_hint(module: object, where: str) -> str:
+    """What to do with a module that defines a Scrapy spider where a crashsafe one was
+    looked for ("" if it defines none)."""
+    scrapy_spiders = [
+        obj.__name__
+        for obj in vars(module).values()
+        if inspect.isclass(obj)
+        and obj.__module__ == getattr(module, "__name__", None)
+        and any(base.__module__.startswith("scrapy.") for base in obj.__mro__[1:])
+    ]
+    if not scrapy_spiders:
+        return ""
+    return (
+        f"; {', '.join(scrapy_spiders)} is a Scrapy spider: run it with `scrapy runspider "
+        f"{where}` and crashsafe's adapter settings, or port it to crashsafe.Spider "
+        "(docs/scrapy.md shows both)"
+    )
 
 
 def _spiders_in(path: Path) -> list[type[Spider]]:
