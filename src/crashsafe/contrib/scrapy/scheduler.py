@@ -7,7 +7,10 @@
   liveness lock, fencing, the store's retry and backoff rules) and rebuilds them with
   Scrapy's ``request_from_dict``; each carries its lease in ``meta``.
 - A request Scrapy makes from a leased one (a retry by RetryMiddleware, a redirect) comes
-  back here with that lease and is sent under it: it stays the same frontier row.
+  back here with that lease and is sent under it: it stays the same frontier row. One
+  that a ``request_scheduled`` receiver drops on its way here (Scrapy's offsite filter
+  drops a redirect off the allowed domains so, telling nobody) ends its page: done,
+  "redirect to ... not followed", as a crawl of crashsafe's own ends it.
 - Requests that callbacks yield never come here: the spider middleware commits them with
   the response's items and done mark, in one transaction.
 """
@@ -18,7 +21,7 @@ import time
 from collections import deque
 from typing import Any, cast
 
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.crawler import Crawler
 
@@ -48,6 +51,10 @@ class CrashsafeScheduler(BaseScheduler):
         self._empty_until = 0.0  # the last claim found nothing due: not before then
         self.spider: Spider | None = None
         self._broken: str | None = None  # the frontier could not open: why
+        # Requests of leased pages announced by request_scheduled and not (yet) enqueued:
+        # the engine enqueues at once, unless a receiver dropped the request.
+        self._announced: dict[int, Request] = {}
+        crawler.signals.connect(self._scheduled, signal=signals.request_scheduled)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CrashsafeScheduler:
@@ -90,10 +97,30 @@ class CrashsafeScheduler(BaseScheduler):
             self._ready.clear()
         self.frontier.close()
 
+    def _scheduled(self, request: Request, spider: Spider) -> None:
+        if LEASE_META in request.meta:
+            self._announced[id(request)] = request
+
+    def _settle_dropped(self) -> None:
+        """End the pages whose retry or redirect a ``request_scheduled`` receiver dropped
+        (the engine enqueues what it schedules right after the signal: what is still
+        announced by the time it asks for work again was dropped)."""
+        dropped, self._announced = self._announced, {}
+        for request in dropped.values():
+            lease = self.frontier.lease_of(request)
+            if lease is None:
+                continue
+            if request.url != lease.url.partition("#")[0]:
+                error = f"redirect to {request.url[:200]} not followed (dropped by Scrapy)"
+            else:  # (a retry: no receiver of Scrapy's own drops one)
+                error = "its retry was dropped by a request_scheduled receiver"
+            self.frontier.commit(PageOutcome(lease, "done", error=error))
+
     def enqueue_request(self, request: Request) -> bool:
         if self._broken is not None:
             return False
         if LEASE_META in request.meta:  # a retry or redirect of a leased request
+            self._announced.pop(id(request), None)
             self._local.append(request)
             return True
         guard = getattr(self.crawler, "crashsafe_guard", None)
@@ -126,6 +153,8 @@ class CrashsafeScheduler(BaseScheduler):
     def next_request(self) -> Request | None:
         if self._broken is not None:
             return None
+        if self._announced:
+            self._settle_dropped()
         if self._local:
             return self._local.popleft()
         # A group commit on its way refills the ready leases in its own transaction and
@@ -163,6 +192,8 @@ class CrashsafeScheduler(BaseScheduler):
     def has_pending_requests(self) -> bool:
         if self._broken is not None:
             return False
+        if self._announced:
+            self._settle_dropped()
         if self._local or self._ready or self.frontier.busy or self.frontier.leases:
             return True
         if time.monotonic() < self._open_until:
