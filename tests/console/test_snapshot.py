@@ -33,5 +33,18 @@ def test_the_dead_letter_is_read_again_only_when_it_changed(tmp_path: Path) -> N
         store.retry_failed("c", urls=[one.url])
         [left] = take(store, groups)["crawls"][0]["failed_groups"]
         assert left["error"] == "HTTP 404" and len(reads) == 3
+        # failed again, refused before its request (no "failed" outcome counted): read
+        [again] = store.lease("c", owner, 1, 60)
+        refused = PageOutcome(again, "failed", error="a loopback address: refused", sent=False)
+        store.commit_pages("c", [refused])
+        shown = take(store, groups)["crawls"][0]["failed_groups"]
+        assert len(shown) == 2 and len(reads) == 4
+        # between two snapshots, the other fails again, refused: only "refused" moved
+        store.retry_failed("c", urls=[two.url])
+        [again] = store.lease("c", owner, 1, 60)
+        refused = PageOutcome(again, "failed", error="a loopback address: refused", sent=False)
+        store.commit_pages("c", [refused])
+        [group] = take(store, groups)["crawls"][0]["failed_groups"]
+        assert group["count"] == 2 and len(reads) == 5
     finally:
         store.close()

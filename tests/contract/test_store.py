@@ -325,6 +325,12 @@ def test_a_page_refused_before_its_request_fails_without_counting_one(store: Sto
     assert worker.pages == 2
     [dead] = [f for f in store.failed(C) if f.url == "http://a/1"]
     assert dead.attempts == 1
+    # An errback made such a page done with a record: the run's figures find the record
+    store.enqueue(C, [NewUrl("http://a/3")])
+    [three] = store.lease(C, owner, 1, 60)
+    row = RecordRow.build(id="id-e", source="s", key="e", url=None, data={"x": "1"})
+    store.commit_pages(C, [PageOutcome(three, "done", records=[row], sent=False)])
+    assert store.since(C, mark).events == {"record.created": 1}
 
 
 def test_robots_cache(open_stores: Callable[[], Store], clock: ManualClock) -> None:

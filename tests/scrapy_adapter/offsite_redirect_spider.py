@@ -1,5 +1,7 @@
-"""A Scrapy spider one of whose pages redirects off its allowed domains: Scrapy's offsite
-filter drops the redirect before it reaches the scheduler."""
+"""A Scrapy spider whose pages end in ways Scrapy tells no middleware of crashsafe's: a
+redirect off its allowed domains (the offsite filter drops it before the scheduler), a
+redirect loop past REDIRECT_MAX_TIMES and a gzip body past DOWNLOAD_MAXSIZE (an
+IgnoreRequest raised in a downloader middleware's process_response)."""
 
 import scrapy
 
@@ -18,3 +20,5 @@ class OffsiteRedirectSpider(scrapy.Spider):
         if response.url.endswith("/"):
             yield response.follow("/away")  # 302 to another domain
             yield response.follow("/here")
+            yield response.follow("/loop")  # 302 to /loop2, and back
+            yield response.follow("/bomb")  # 200 KB once gunzipped

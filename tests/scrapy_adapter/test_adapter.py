@@ -274,19 +274,27 @@ def test_redirects_cookies_errbacks_and_closespider_as_in_scrapy(
     assert "errback" not in items  # its request failed: what the errback made is not stored
 
 
-def test_a_redirect_scrapy_drops_as_offsite_ends_its_page(db_url: str, tmp_path: Path) -> None:
+def test_requests_scrapy_ends_without_telling_end_their_pages(db_url: str, tmp_path: Path) -> None:
     """Scrapy's offsite filter drops a redirect off the allowed domains on its way to the
-    scheduler, telling nobody: the page's lease was held until it lapsed (a second run
-    waited for it, then fetched it again, for ever). Now the page is done, saying so."""
+    scheduler, and a middleware's IgnoreRequest in process_response (a redirect loop, a
+    body too large once gunzipped) reaches no middleware of crashsafe's: each page's lease
+    was held and the run hung on it. Now the first is done, saying so, the others fail."""
+    import gzip
     import sqlite3
 
     from aiohttp import web
 
+    from crashsafe.contrib.scrapy.scheduler import LOST
     from crashsafe.demo.server import AppThread
 
     async def page(request: web.Request) -> web.StreamResponse:
         if request.path == "/away":
             raise web.HTTPFound("http://other.example/r")
+        if request.path in ("/loop", "/loop2"):
+            raise web.HTTPFound("/loop2" if request.path == "/loop" else "/loop")
+        if request.path == "/bomb":
+            body = gzip.compress(b"0" * 200_000)
+            return web.Response(body=body, headers={"Content-Encoding": "gzip"})
         return web.Response(text="<p>here</p>", content_type="text/html")
 
     app = web.Application()
@@ -294,21 +302,26 @@ def test_a_redirect_scrapy_drops_as_offsite_ends_its_page(db_url: str, tmp_path:
     spider = str(Path(__file__).with_name("offsite_redirect_spider.py"))
     with AppThread(app) as site:
         cmd = [sys.executable, "-m", "scrapy", "runspider", spider, "-a", f"start={site.url}/",
-               "-s", "LOG_LEVEL=INFO", *ADAPTER, "-s", f"CRASHSAFE_DB={db_url}"]  # fmt: skip
+               "-s", "LOG_LEVEL=INFO", *ADAPTER, "-s", f"CRASHSAFE_DB={db_url}",
+               "-s", "REDIRECT_MAX_TIMES=3", "-s", "DOWNLOAD_MAXSIZE=10000"]  # fmt: skip
         for _ in range(2):  # (the second run: nothing left to do)
             done = run(cmd, tmp_path / "p.jsonl")
             assert done.returncode == 0, done.stderr
             assert "'finish_reason': 'finished'" in done.stderr
     assert set(stored(db_url)) == {"start", "here"}
     with sqlite3.connect(db_url.removeprefix("sqlite:///")) as db:
-        rows = db.execute("SELECT url, state, last_error FROM frontier").fetchall()
-    [(state, error)] = [(s, e) for url, s, e in rows if "/away" in url]
-    assert state == "done"
-    assert error == "redirect to http://other.example/r not followed (dropped by Scrapy)"
-    assert all(s == "done" for _, s, _ in rows)
+        query = "SELECT url, state, last_error, http_status FROM frontier"
+        rows = {url.split("#")[0].rsplit("/", 1)[1]: rest for url, *rest in db.execute(query)}
+    assert rows["away"] == [
+        "done",
+        "redirect to http://other.example/r not followed (dropped by Scrapy)",
+        302,
+    ]
+    assert rows["loop"] == ["failed", LOST, None] and rows["bomb"] == ["failed", LOST, None]
+    assert rows[""][0] == rows["here"][0] == "done"
     status = run_cli("status", "--db", db_url, "--json")
     [row] = json.loads(status.stdout)
-    assert row["repeated"] == 0 and row["requests"] == 3
+    assert row["repeated"] == 0 and row["failed"] == 2
 
 
 def test_scrapys_http_cache_works_under_the_adapter(

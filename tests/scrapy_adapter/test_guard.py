@@ -102,6 +102,9 @@ def test_special_addresses_are_refused_by_literal_name_mapped_address_and_redire
     assert "Traceback" not in done.stderr
     [row] = json.loads(run_cli("status", "--db", db, "--json").stdout)
     assert (row["failed"], row["pending"], row["leased"]) == (6, 0, 0)
+    # requests: /start, /fine, and /hop's first hop; the five refused before any request
+    # count none (the redirect refused at its second hop counts the first)
+    assert (row["requests"], row["outcomes"]["refused"]) == (3, 5), row["outcomes"]
 
 
 def test_a_proxy_opens_nothing_and_carries_every_request(tmp_path: Path) -> None:

@@ -242,7 +242,9 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
                 stale.append(True)
                 continue
             stale.append(False)
-            outcome = p.kind if p.sent else "refused"
+            # (a page refused before its request that an errback made done keeps "done":
+            # the run's figures find its records by it)
+            outcome = "refused" if not p.sent and p.kind == "failed" else p.kind
             grants.append({"outcome": outcome, "grant": grant})
             error = None if p.error is None else storable(p.error)
             row = {"status": p.http_status, "error": error, "now": now, "id": fid,

@@ -333,7 +333,8 @@ class PageOutcome:
     #: whenever a pass of due pages runs)
     revisit_in: float | None = None
     #: False: no request reached the network (a failure refused before the first hop,
-    #: by the address guard): the grant's outcome is ``refused``, no request counted
+    #: by the address guard): a failed page's grant outcome is ``refused``, no request
+    #: counted
     sent: bool = True
 
 

@@ -242,21 +242,24 @@ class CrashsafeAddressGuard:
             return response  # through a proxy, the address is the proxy's
         why = check(self.guard, endpoint[0], str(address), endpoint[1])
         if why is not None:
-            self._refuse(request, why)
+            self._refuse(request, why, sent=True)  # (it was: the answer came from there)
         return response
 
-    def _refuse(self, request: Request, why: str) -> NoReturn:
-        self._commit_refused(request, why)
+    def _refuse(self, request: Request, why: str, *, sent: bool = False) -> NoReturn:
+        self._commit_refused(request, why, sent=sent)
         raise AddressRefusedError(why)
 
-    def _commit_refused(self, request: Request, why: str) -> None:
+    def _commit_refused(self, request: Request, why: str, *, sent: bool = False) -> None:
+        """Fail the request's page; ``sent``: a request of it reached the network (this
+        one, or the one it is a redirect or retry of): it counts as a request."""
         frontier = getattr(self.crawler, "crashsafe_frontier", None)
         lease = frontier.lease_of(request) if frontier is not None else None
         request.meta[REFUSED_META] = why
         logger.warning("refused %s: %s", request.url, why)
         if lease is not None:
             assert frontier is not None
-            frontier.commit(PageOutcome(lease, "failed", error=why))
+            sent = sent or "redirect_urls" in request.meta or "retry_times" in request.meta
+            frontier.commit(PageOutcome(lease, "failed", error=why, sent=sent))
 
 
 class _Resolver(AbstractResolver):

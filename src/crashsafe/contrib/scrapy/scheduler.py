@@ -11,6 +11,11 @@
   that a ``request_scheduled`` receiver drops on its way here (Scrapy's offsite filter
   drops a redirect off the allowed domains so, telling nobody) ends its page: done,
   "redirect to ... not followed", as a crawl of crashsafe's own ends it.
+- A request Scrapy ends with no response and no error a middleware of crashsafe's sees
+  (an ``IgnoreRequest`` raised in a downloader middleware's ``process_response``: "max
+  redirections reached", a size cap while decompressing) fails its page once Scrapy has
+  nothing left in flight: it asks the scheduler whether work remains only then, and a
+  lease still held by then has no request anywhere.
 - Requests that callbacks yield never come here: the spider middleware commits them with
   the response's items and done mark, in one transaction.
 """
@@ -30,6 +35,11 @@ from crashsafe.contrib.scrapy.frontier import Frontier, logger
 from crashsafe.errors import CrashsafeError
 from crashsafe.store import Lease, PageOutcome
 
+LOST = (
+    "Scrapy ended the request without a response or an error crashsafe could see (an "
+    "IgnoreRequest raised in a downloader middleware's process_response: max redirections "
+    "reached, a size cap while decompressing...): its log says which"
+)
 DUE_CHECK_EVERY = 0.5  # seconds between looks at the store while nothing is leased here
 EMPTY_PAUSE = 0.2  # seconds before leasing again after a claim found nothing due
 
@@ -110,11 +120,36 @@ class CrashsafeScheduler(BaseScheduler):
             lease = self.frontier.lease_of(request)
             if lease is None:
                 continue
-            if request.url != lease.url.partition("#")[0]:
+            reasons = request.meta.get("redirect_reasons") or [None]
+            if request.meta.get("redirect_urls"):
+                status = reasons[-1] if isinstance(reasons[-1], int) else None
                 error = f"redirect to {request.url[:200]} not followed (dropped by Scrapy)"
-            else:  # (a retry: no receiver of Scrapy's own drops one)
+                self.frontier.commit(PageOutcome(lease, "done", status, error))
+            else:  # (a retry: no receiver of Scrapy's own drops one) it never succeeded
                 error = "its retry was dropped by a request_scheduled receiver"
-            self.frontier.commit(PageOutcome(lease, "done", error=error))
+                self.frontier.commit(PageOutcome(lease, "failed", error=error))
+
+    def _nothing_in_flight(self) -> bool:
+        """Whether Scrapy holds no request at all: none between the scheduler and the end
+        of its scraping (the engine's in-progress set), none downloading, none scraped.
+        Scrapy asks ``has_pending_requests`` only then; asked again here, so that a
+        version of Scrapy that asks at other times fails no page in flight."""
+        engine = getattr(self.crawler, "engine", None)
+        try:
+            slot = engine._slot  # type: ignore[union-attr]
+            if slot is not None and slot.inprogress:
+                return False
+            return not engine.downloader.active and bool(engine.scraper.slot.is_idle())  # type: ignore[union-attr]
+        except AttributeError:  # (another Scrapy's insides: never settle then)
+            return False
+
+    def _settle_lost(self) -> None:
+        """Fail the pages whose requests Scrapy ended without a response or an error that
+        reached crashsafe (called when Scrapy has nothing in flight)."""
+        for lease in list(self.frontier.leases.values()):
+            logger.warning("%s: Scrapy ended its request without a response or an error "
+                           "crashsafe could see; the page fails", lease.url)  # fmt: skip
+            self.frontier.commit(PageOutcome(lease, "failed", error=LOST))
 
     def enqueue_request(self, request: Request) -> bool:
         if self._broken is not None:
@@ -194,7 +229,12 @@ class CrashsafeScheduler(BaseScheduler):
             return False
         if self._announced:
             self._settle_dropped()
-        if self._local or self._ready or self.frontier.busy or self.frontier.leases:
+        if self._local or self._ready or self.frontier.busy:
+            return True
+        if self.frontier.leases and self._nothing_in_flight():
+            self._settle_lost()
+            return True  # (their commit is on its way)
+        if self.frontier.leases:
             return True
         if time.monotonic() < self._open_until:
             return True
