@@ -2,14 +2,16 @@
 console show, and what the console's "Retry group" re-queues.
 
 Failures group by their error's pattern: the last line that says something (a
-traceback's is the exception) without the excerpt of the response's body, with its
-values put aside: numbers (but an HTTP status) as ``N``, hexadecimal ids as ``<id>``,
-and quoted values as ``'…'``, except in the errors whose quotes hold names (``KeyError:
-'price'``, ``AttributeError``, ``TypeError``...). So ``ValueError: could not convert
-string to float: '12,99'`` and the same for ``'TBD'`` are one group, while ``HTTP 500``
-and ``HTTP 404``, or ``KeyError: 'price'`` and ``KeyError: 'name'``, are two. A group
-whose failures all say the same shows that message, else its pattern; either way the
-group is found again by its key (the pattern), never by re-reading what it shows.
+traceback's is the exception; pydantic's, the field and what is wrong with it) without
+the excerpt of the response's body, with its values put aside: URLs as ``<url>``,
+numbers (but an HTTP status; dates, addresses, ``2.5s`` and ``-3`` are numbers too) as
+``N``, hexadecimal ids as ``<id>``, and quoted values as ``'…'``, except in the errors
+whose quotes hold names (``KeyError: 'price'``, ``AttributeError``, ``TypeError``...).
+So ``ValueError: could not convert string to float: '12,99'`` and the same for ``'TBD'``
+are one group, while ``HTTP 500`` and ``HTTP 404``, or ``KeyError: 'price'`` and
+``KeyError: 'name'``, are two. A group whose failures all say the same shows that
+message, else its pattern; either way the group is found again by its key (the
+pattern), never by re-reading what it shows.
 """
 
 from __future__ import annotations
@@ -23,8 +25,12 @@ if TYPE_CHECKING:
     from crashsafe.store import FailedUrl
 
 _BODY = re.compile(r"; body: .*?(?= \(gave up after|$)")
-# A line of an exception group's frame ("+---- 1 ----", "| ...") or nothing but that.
-_DECORATION = re.compile(r"[\s|+\-]*")
+# A line of an exception group's frame ("+---- 1 ----", "| ...", "and 3 more exceptions").
+_DECORATION = re.compile(r"[\s|+\-.]*|[\s|]*and \d+ more exceptions?\s*")
+# pydantic's ValidationError ends "For further information visit <url>"; the two lines
+# above say the field and what is wrong, with the input, which differs from item to item.
+_PYDANTIC_END = re.compile(r"\s*For further information visit ")
+_PYDANTIC_INPUT = re.compile(r"input_value=.*?, input_type=")
 _GROUP_PREFIX = re.compile(r"^[\s|]*")
 # Errors whose quoted values are names (a key, an attribute, a module, a type), kept.
 _NAMING = frozenset({
@@ -35,10 +41,11 @@ _KIND = re.compile(r"([A-Za-z_][\w.]*):")
 # One pass, left to right, so that a value kept (a quoted name) is not taken apart by
 # another rule. Every part is linear: no nested repetition can backtrack far.
 _VALUES = re.compile(
-    r"(?<!\w)(?P<quoted>'[^'\n]*'|\"[^\"\n]*\")(?!\w)"
+    r"(?<!\w)(?P<quoted>[bB]?(?:'[^'\n]*'|\"[^\"\n]*\"))(?!\w)"
+    r"|(?P<url>\bhttps?://[^\s'\"<>()]+)"
     r"|(?P<status>\bHTTP \d{3}\b)"
     r"|(?<![\w.-])(?P<hex>(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{8,}(?:-[0-9a-f]{4,})*)(?![\w-])"
-    r"|(?<![\w.-])(?P<number>0x[0-9a-f]+|\d+(?:\.\d+)*)(?!\w)",
+    r"|(?<![\w.-])(?P<number>0x[0-9a-f]+|-?\d+(?:[.:-]\d+)*)(?P<unit>[a-z]{1,3}|%)?(?!\w)",
     re.IGNORECASE,
 )
 
@@ -47,7 +54,11 @@ def short_error(error: str | None) -> str:
     """An error's last line that says something (a traceback's is the exception; an
     exception group's frame lines are passed over), or ``-``, without the excerpt of a
     response's body (``; body: ...``), which differs from page to page."""
-    for line in reversed((error or "").strip().splitlines()):
+    lines = (error or "").strip().splitlines()
+    if len(lines) >= 3 and _PYDANTIC_END.match(lines[-1]):
+        field, wrong = lines[-3].strip(), _PYDANTIC_INPUT.sub("input_type=", lines[-2].strip())
+        return f"{field}: {wrong}"
+    for line in reversed(lines):
         if not _DECORATION.fullmatch(line):
             return _BODY.sub("", _GROUP_PREFIX.sub("", line, count=1))
     return "-"
@@ -63,7 +74,11 @@ def error_pattern(short: str) -> str:
             return match.group(0) if names else "'…'"
         if match.group("status") is not None:
             return match.group(0)
-        return "<id>" if match.group("hex") is not None else "N"
+        if match.group("url") is not None:
+            return "<url>"
+        if match.group("hex") is not None:
+            return "<id>"
+        return "N" + (match.group("unit") or "")
 
     return _VALUES.sub(put_aside, short)
 
