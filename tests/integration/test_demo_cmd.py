@@ -101,9 +101,22 @@ def test_a_demo_database_where_none_can_be_is_refused_saying_why(tmp_path: Path)
         "nx/sub/x.db": "nx/sub does not exist",  # (not created: crawl does not either)
         "a?b.db": "reads as a URL's query or fragment",
         "": "give a file",
+        "newdir/": "give a file",  # (it made a file named newdir)
+        "/dev/null": "not a file",  # (it made /dev/null-workers)
     }
     for db, said in cases.items():
-        refused = run_cli("demo", "--db", str(tmp_path / db) if db else db, *SMALL)
+        where = str(tmp_path / db) + ("/" if db.endswith("/") else "") if db else db
+        refused = run_cli("demo", "--db", where, *SMALL)
         assert refused.returncode == 1, (db, refused.stderr)
         assert said in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing left behind
+
+
+def test_a_demo_on_a_symbolic_link_works_on_the_file_it_names(tmp_path: Path) -> None:
+    first = run_cli("demo", "--db", str(tmp_path / "x.db"), *SMALL)
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "l.db").symlink_to(tmp_path / "x.db")
+    again = run_cli("demo", "--db", str(tmp_path / "l.db"), "--fresh", *SMALL)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "l.db").is_symlink() and done_pages(tmp_path / "x.db") == 8
+    assert not (tmp_path / "l.db-workers").exists()  # one file, one set of locks

@@ -83,7 +83,7 @@ def test_load_spider_from_module_and_file(tmp_path: Path) -> None:
 
 
 def test_a_scrapy_spider_where_a_crashsafe_one_is_looked_for_says_what_to_do(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("scrapy")
     f = tmp_path / "theirs.py"
@@ -92,6 +92,26 @@ def test_a_scrapy_spider_where_a_crashsafe_one_is_looked_for_says_what_to_do(
         with pytest.raises(SpiderLoadError) as raised:
             load_spider(target)
         assert f"Off is a Scrapy spider: run it with `scrapy runspider {f}`" in str(raised.value)
+    items = tmp_path / "items.py"  # Scrapy's items and loaders are not spiders
+    items.write_text(
+        "import scrapy\nfrom scrapy.loader import ItemLoader\n"
+        "class Product(scrapy.Item):\n    name = scrapy.Field()\n"
+        "class Loader(ItemLoader):\n    pass\n"
+    )
+    with pytest.raises(SpiderLoadError) as raised:
+        load_spider(str(items))
+    assert "Scrapy spider" not in str(raised.value)
+    # a project's spiders/ folder: the name finds the Scrapy spider, and says how
+    (tmp_path / "proj" / "spiders").mkdir(parents=True)
+    (tmp_path / "proj" / "spiders" / "shop.py").write_text(
+        "import scrapy\nclass Shop(scrapy.Spider):\n    name = 'shop'\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SpiderLoadError) as raised:
+        load_spider("shop")
+    assert "Shop is a Scrapy spider: run it with `scrapy crawl shop` in its project" in str(
+        raised.value
+    )
 
 
 def test_retry_after() -> None:

@@ -292,9 +292,13 @@ def demo(
 
     Kill it (Ctrl-C, or kill -9) and run it again: it resumes where it was.
     """
-    if not db_path.strip():
-        raise ConfigError("--db '': give a file, e.g. --db crashsafe-demo.db")
+    if not db_path.strip() or db_path.endswith("/"):
+        raise ConfigError(f"--db {db_path!r}: give a file, e.g. --db crashsafe-demo.db")
     path = Path(db_path)
+    if path.is_symlink():  # the file it names: its locks, its crawls, its deletion
+        path = path.resolve()
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"--db {db_path}: not a file (a device?): give a file")
     with _only_demo(path):
         _demo(path, port, fresh, concurrency, no_progress, shop)
 

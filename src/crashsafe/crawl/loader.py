@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
+from typing import Any
 
 from crashsafe.crawl.spider import Spider
 from crashsafe.errors import SpiderLoadError
@@ -33,7 +34,7 @@ def load_spider(target: str) -> type[Spider]:
         raise SpiderLoadError(
             f"no spider named {target!r} in {', '.join(SPIDER_FOLDERS)} of {Path.cwd()}, "
             f"and no module {target!r}: give path/file.py, module:Class, or a spider's name "
-            "from a project's spiders/ folder"
+            f"from a project's spiders/ folder{_scrapy_named(target)}"
         ) from exc
     if cls_name:
         found = getattr(module, cls_name, None)
@@ -62,23 +63,52 @@ def load_spider(target: str) -> type[Spider]:
     return spiders[0]
 
 
-def _scrapy_hint(module: object, where: str) -> str:
-    """What to do with a module that defines a Scrapy spider where a crashsafe one was
-    looked for ("" if it defines none)."""
-    scrapy_spiders = [
-        obj.__name__
+def _scrapy_spiders(module: object) -> list[Any]:
+    """The Scrapy spider classes ``module`` defines (subclasses of ``scrapy.Spider``,
+    ``CrawlSpider``...; not items or loaders), found without importing Scrapy."""
+    return [
+        obj
         for obj in vars(module).values()
         if inspect.isclass(obj)
         and obj.__module__ == getattr(module, "__name__", None)
-        and any(base.__module__.startswith("scrapy.") for base in obj.__mro__[1:])
+        and any(
+            base.__module__.startswith("scrapy.") and base.__name__.endswith("Spider")
+            for base in obj.__mro__[1:]
+        )
     ]
-    if not scrapy_spiders:
+
+
+def _scrapy_hint(module: object, where: str, *, named: str = "") -> str:
+    """What to do with a module that defines a Scrapy spider where a crashsafe one was
+    looked for ("" if it defines none)."""
+    found = _scrapy_spiders(module)
+    if not found:
         return ""
-    return (
-        f"; {', '.join(scrapy_spiders)} is a Scrapy spider: run it with `scrapy runspider "
-        f"{where}` and crashsafe's adapter settings, or port it to crashsafe.Spider "
-        "(docs/scrapy.md shows both)"
+    how = (
+        f"`scrapy crawl {named}` in its project"
+        if named
+        else f"`scrapy runspider {where}`"
+        if where.endswith(".py")
+        else "`scrapy crawl NAME` in its project"
     )
+    return (
+        f"; {', '.join(s.__name__ for s in found)} is a Scrapy spider: run it with {how} "
+        "and crashsafe's adapter settings, or port it to crashsafe.Spider (docs/scrapy.md "
+        "shows both)"
+    )
+
+
+def _scrapy_named(name: str, root: Path | None = None) -> str:
+    """The hint for a Scrapy spider named ``name`` in the project's spider folders."""
+    root = root or Path.cwd()
+    for f in sorted({f for folder in SPIDER_FOLDERS for f in root.glob(f"{folder}/*.py")}):
+        try:
+            module = import_target(str(f), error=SpiderLoadError)
+        except SpiderLoadError:
+            continue
+        if any(getattr(s, "name", None) == name for s in _scrapy_spiders(module)):
+            return _scrapy_hint(module, str(f), named=name)
+    return ""
 
 
 def _spiders_in(path: Path) -> list[type[Spider]]:
