@@ -15,9 +15,10 @@ TIME_LIMIT = 60  # seconds a fault-suite crawl may take: a bound on a hang, not 
 
 
 def run_crawl(spider: Spider, store: Store, start: str, **options: Any) -> Any:
-    """Crawl ``start`` with ``spider`` on ``store``; ``resolver=`` goes to the Crawler,
-    every other option is a crawl setting."""
+    """Crawl ``start`` with ``spider`` on ``store``; ``resolver=`` and ``metrics=`` go to
+    the Crawler, every other option is a crawl setting."""
     resolver = options.pop("resolver", None)
+    metrics = options.pop("metrics", None)
     crawler = Crawler(
         spider,
         store,
@@ -25,6 +26,7 @@ def run_crawl(spider: Spider, store: Store, start: str, **options: Any) -> Any:
         start_urls=[start],
         handle_signals=False,
         resolver=resolver,
+        metrics=metrics,
     )
     return asyncio.run(asyncio.wait_for(crawler.run(), TIME_LIMIT))
 

@@ -147,15 +147,23 @@ class MapTo(AbstractResolver):
 
 
 def test_a_public_name_that_resolves_to_a_private_address_is_refused(store: Store) -> None:
+    from crashsafe.crawl.metrics import WorkerMetrics
+
     site = Counting()
+    metrics = WorkerMetrics("hostile")
     with AppThread(site.app()) as thread:
-        result = crawl(store, f"http://public.example:{thread.port}/start", MapTo("127.0.0.1"))
+        start = f"http://public.example:{thread.port}/start"
+        result = crawl(store, start, MapTo("127.0.0.1"), metrics=metrics)
         [dead] = store.failed("hostile")
     assert site.hits == Counter()  # refused before any connection
     assert "public.example (127.0.0.1) is a loopback address: refused" in (dead.error or "")
     assert "allowed_addresses=loopback" in (dead.error or "")
     assert result.stats.failed == 1
     assert result.stats.requests == 0  # (refused by the resolver: no request was made)
+    assert not any(  # nor in the worker's own counters (crawl --metrics-port)
+        s.value for m in metrics.registry.collect() for s in m.samples
+        if s.name == "crashsafe_requests_total"
+    )  # fmt: skip
 
 
 def test_allowed_addresses_opens_a_named_range(db_url: str) -> None:

@@ -332,7 +332,7 @@ class Crawler:
         async with self._requests:
             slot.started = True
             outcome = await self._processor.process(lease, requested)
-            if self._metrics is not None and slot.requested:
+            if self._metrics is not None and slot.requested and outcome.sent:
                 self._metrics.requested(outcome.http_status)
             if page_span is not None:
                 page_span.set_attribute("crashsafe.outcome", outcome.kind)
