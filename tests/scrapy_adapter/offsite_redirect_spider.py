@@ -22,3 +22,4 @@ class OffsiteRedirectSpider(scrapy.Spider):
             yield response.follow("/here")
             yield response.follow("/loop")  # 302 to /loop2, and back
             yield response.follow("/bomb")  # 200 KB once gunzipped
+            yield from response.follow_all(["http://other.example/x"] * 2)  # offsite links

@@ -142,8 +142,9 @@ def test_what_never_reaches_a_callback_is_recorded(db_url: str, tmp_path: Path) 
     assert errors[f"{site.url}/broken"] == "HTTP 500"
     assert "ConnectionRefusedError" in errors[dead] or "refused" in errors[dead].lower()
     [row] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
-    # start, /missing (404: done), /fine, offsite (ignored: done without a fetch)
-    assert (row["done"], row["failed"], row["pending"], row["leased"]) == (4, 3, 0, 0)
+    # start, /missing (404: done), /fine; the offsite link is not stored, but counted
+    assert (row["done"], row["failed"], row["pending"], row["leased"]) == (3, 3, 0, 0)
+    assert row["links_offsite"] == 1
 
 
 def free_port() -> int:
@@ -304,10 +305,10 @@ def test_requests_scrapy_ends_without_telling_end_their_pages(db_url: str, tmp_p
         cmd = [sys.executable, "-m", "scrapy", "runspider", spider, "-a", f"start={site.url}/",
                "-s", "LOG_LEVEL=INFO", *ADAPTER, "-s", f"CRASHSAFE_DB={db_url}",
                "-s", "REDIRECT_MAX_TIMES=3", "-s", "DOWNLOAD_MAXSIZE=10000"]  # fmt: skip
-        for _ in range(2):  # (the second run: nothing left to do)
-            done = run(cmd, tmp_path / "p.jsonl")
-            assert done.returncode == 0, done.stderr
-            assert "'finish_reason': 'finished'" in done.stderr
+        runs = [run(cmd, tmp_path / "p.jsonl") for _ in range(2)]  # (the second: no work)
+    for done in runs:
+        assert done.returncode == 0, done.stderr
+        assert "'finish_reason': 'finished'" in done.stderr
     assert set(stored(db_url)) == {"start", "here"}
     with sqlite3.connect(db_url.removeprefix("sqlite:///")) as db:
         query = "SELECT url, state, last_error, http_status FROM frontier"
@@ -322,6 +323,9 @@ def test_requests_scrapy_ends_without_telling_end_their_pages(db_url: str, tmp_p
     status = run_cli("status", "--db", db_url, "--json")
     [row] = json.loads(status.stdout)
     assert row["repeated"] == 0 and row["failed"] == 2
+    # offsite links: checked by Scrapy's own filter before they are stored, and counted
+    assert not any("other.example/x" in url for url in rows) and row["links_offsite"] == 2
+    assert "'offsite/filtered': 3" in runs[0].stderr  # (Scrapy's: 2 links, 1 redirect)
 
 
 def test_scrapys_http_cache_works_under_the_adapter(

@@ -21,6 +21,7 @@ marks done (skipped) one that Offsite or RobotsTxt middleware ignored.
 
 from __future__ import annotations
 
+import functools
 import traceback
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
@@ -54,6 +55,7 @@ class CrashsafeSpiderMiddleware:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
+        self._offsite: Any = None  # Scrapy's OffsiteMiddleware, False: none (looked once)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CrashsafeSpiderMiddleware:
@@ -103,6 +105,10 @@ class CrashsafeSpiderMiddleware:
         requests = [o for o in output if isinstance(o, Request)]
         items = [o for o in output if o is not None and not isinstance(o, Request)]
         status = response.status
+        offsite = 0
+        if requests and (check := self._offsite_check()) is not None:
+            followed = [r for r in requests if _follows(check, r, self.crawler.spider)]
+            offsite, requests = len(requests) - len(followed), followed
         try:
             links = frontier.new_urls(requests, parent=lease.url, depth=lease.depth + 1)
         except ConfigError as exc:  # a request whose meta is not JSON
@@ -111,11 +117,29 @@ class CrashsafeSpiderMiddleware:
             return []
         kind: Outcome = "done" if 200 <= status < 400 or status in GONE or output else "failed"
         error = None if kind == "done" else f"HTTP {status}"
-        pending = Pending(PageOutcome(lease, kind, status, error, links=links), len(items))
+        outcome = PageOutcome(lease, kind, status, error, links=links, links_offsite=offsite)
+        pending = Pending(outcome, len(items))
         frontier.pending[lease.grant_id] = pending
         if not items:
             frontier.settle(lease.grant_id)
         return items
+
+    def _offsite_check(self) -> Any:
+        """Scrapy's offsite downloader middleware, if the crawl has it: the requests a
+        callback yields are checked by it here, before they are stored (it would drop
+        them when they are sent, a frontier row, a lease and a commit later each), with
+        its own stats and log lines, and counted as the page's links offsite."""
+        if self._offsite is None:
+            found: Any = False
+            try:
+                from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
+
+                chain = self.crawler.engine.downloader.middleware.middlewares
+                found = next((m for m in chain if isinstance(m, OffsiteMiddleware)), False)
+            except (ImportError, AttributeError):
+                pass
+            self._offsite = found
+        return self._offsite or None
 
     def process_spider_exception(
         self, response: Response, exception: BaseException, spider: Spider | None = None
@@ -137,6 +161,27 @@ class CrashsafeSpiderMiddleware:
         frontier.commit(PageOutcome(lease, "failed", status, where))
         logger.error("spider error on %s:\n%s", response.url, where)
         return []
+
+
+def _follows(offsite: Any, request: Request, spider: Spider | None) -> bool:
+    """Whether Scrapy's offsite middleware lets ``request`` through (it counts and logs
+    what it filters, as when it filters a request on its way to be sent)."""
+    try:
+        if _takes_spider(offsite.process_request):
+            offsite.process_request(request, spider)  # (Scrapy before 2.14 asks for it)
+        else:
+            offsite.process_request(request)
+    except IgnoreRequest:
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=8)
+def _takes_spider(method: Any) -> bool:
+    import inspect
+
+    spider = inspect.signature(method).parameters.get("spider")
+    return spider is not None and spider.default is inspect.Parameter.empty
 
 
 class CrashsafeDownloaderMiddleware:
