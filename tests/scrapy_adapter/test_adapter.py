@@ -328,6 +328,45 @@ def test_requests_scrapy_ends_without_telling_end_their_pages(db_url: str, tmp_p
     assert "'offsite/filtered': 3" in runs[0].stderr  # (Scrapy's: 2 links, 1 redirect)
 
 
+def test_a_request_with_a_copy_of_a_pages_meta_is_a_request_of_its_own(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Only a retry or a redirect goes out under its page's lease. A request that copies
+    the meta (``engine.crawl(Request(url, meta=response.meta))``, ``failure.request
+    .replace()`` in an errback) went out under it too: its answer was taken for the
+    page's (/p/1's items lost, /p/2's stored as /p/1's), a copy dropped as offsite failed
+    /p/1, and the errback's retry of a failed page stored nothing."""
+    import asyncio
+
+    from aiohttp import web
+
+    from crashsafe.demo.server import AppThread
+
+    hits: dict[str, int] = {}
+
+    async def page(request: web.Request) -> web.StreamResponse:
+        hits[request.path] = hits.get(request.path, 0) + 1
+        if request.path == "/slow" and hits["/slow"] == 1:
+            await asyncio.sleep(3)  # (past DOWNLOAD_TIMEOUT: the page fails)
+        name = request.path.strip("/").replace("/", "")
+        items = "".join(f'<li data-k="{name}-{n}">x</li>' for n in range(2))
+        return web.Response(text=f"<ul>{items}</ul>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", page)
+    spider = str(Path(__file__).with_name("meta_copy_spider.py"))
+    with AppThread(app) as site:
+        cmd = [sys.executable, "-m", "scrapy", "runspider", spider, "-a", f"start={site.url}",
+               "-s", "LOG_LEVEL=INFO", *ADAPTER[:-2], "-s", "CRASHSAFE_ITEM_KEY=k",
+               "-s", f"CRASHSAFE_DB={db_url}"]  # fmt: skip
+        done = run(cmd, tmp_path / "p.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert set(stored(db_url)) == {"p1-0", "p1-1", "p2-0", "p2-1", "slow-0", "slow-1"}
+    [row] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
+    # /p/1, /p/2 and the errback's /slow done; the first /slow failed (timed out)
+    assert (row["done"], row["failed"], row["pending"], row["leased"]) == (3, 1, 0, 0)
+
+
 def test_scrapys_http_cache_works_under_the_adapter(
     shop: Callable[..., ShopThread], tmp_path: Path
 ) -> None:

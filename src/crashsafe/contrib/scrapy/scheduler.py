@@ -7,7 +7,12 @@
   liveness lock, fencing, the store's retry and backoff rules) and rebuilds them with
   Scrapy's ``request_from_dict``; each carries its lease in ``meta``.
 - A request Scrapy makes from a leased one (a retry by RetryMiddleware, a redirect) comes
-  back here with that lease and is sent under it: it stays the same frontier row. One
+  back here with that lease and is sent under it: it stays the same frontier row. Only
+  a retry (the URL last sent under the lease) or a redirect from it (RedirectMiddleware's
+  ``redirect_urls`` one longer, ending there) is taken so: a request that merely copies
+  the meta (``meta=response.meta`` in ``engine.crawl()``, ``failure.request.replace()``
+  in an errback after the page failed) is a request of its own, added as a start
+  request is (sent under the page's lease, its answer was taken for the page's). One
   that a ``request_scheduled`` receiver drops on its way here (Scrapy's offsite filter
   drops a redirect off the allowed domains so, telling nobody) ends its page: done,
   "redirect to ... not followed", as a crawl of crashsafe's own ends it.
@@ -64,6 +69,8 @@ class CrashsafeScheduler(BaseScheduler):
         # Requests of leased pages announced by request_scheduled and not (yet) enqueued:
         # the engine enqueues at once, unless a receiver dropped the request.
         self._announced: dict[int, Request] = {}
+        # grant id -> (URL, redirects so far) of the request last sent under that lease
+        self._hops: dict[int, tuple[str, int]] = {}
         crawler.signals.connect(self._scheduled, signal=signals.request_scheduled)
 
     @classmethod
@@ -108,8 +115,30 @@ class CrashsafeScheduler(BaseScheduler):
         self.frontier.close()
 
     def _scheduled(self, request: Request, spider: Spider) -> None:
-        if LEASE_META in request.meta:
+        if self._continues(request):
             self._announced[id(request)] = request
+
+    def _continues(self, request: Request) -> bool:
+        """Whether ``request`` is a retry or a redirect of what was last sent under the
+        lease its meta names (a lease still held), not a request with a copy of the meta."""
+        token = request.meta.get(LEASE_META)
+        if token is None or token not in self.frontier.leases:
+            return False
+        hop = self._hops.get(token)
+        if hop is None:
+            return False
+        url, hops = hop
+        redirects: list[str] = request.meta.get("redirect_urls") or []
+        if len(redirects) == hops:
+            return bool(request.url == url)  # a retry
+        return len(redirects) == hops + 1 and redirects[-1] == url  # a redirect from it
+
+    def _sent(self, grant: int, request: Request) -> Request:
+        """``request`` goes out under lease ``grant``: what a retry or redirect of it is."""
+        if len(self._hops) > 4 * self.batch + 64:  # (the leases committed since)
+            self._hops = {g: h for g, h in self._hops.items() if g in self.frontier.leases}
+        self._hops[grant] = (request.url, len(request.meta.get("redirect_urls") or ()))
+        return request
 
     def _settle_dropped(self) -> None:
         """End the pages whose retry or redirect a ``request_scheduled`` receiver dropped
@@ -154,10 +183,12 @@ class CrashsafeScheduler(BaseScheduler):
     def enqueue_request(self, request: Request) -> bool:
         if self._broken is not None:
             return False
-        if LEASE_META in request.meta:  # a retry or redirect of a leased request
-            self._announced.pop(id(request), None)
-            self._local.append(request)
-            return True
+        if LEASE_META in request.meta:
+            if self._continues(request):  # a retry or redirect of a leased request
+                self._announced.pop(id(request), None)
+                self._local.append(request)
+                return True
+            del request.meta[LEASE_META]  # a copy of its meta: a request of its own
         guard = getattr(self.crawler, "crashsafe_guard", None)
         if guard is not None:  # a start URL's own host and port may be special
             guard.allow_start(request.url)
@@ -191,7 +222,8 @@ class CrashsafeScheduler(BaseScheduler):
         if self._announced:
             self._settle_dropped()
         if self._local:
-            return self._local.popleft()
+            request = self._local.popleft()
+            return self._sent(request.meta[LEASE_META], request)
         # A group commit on its way refills the ready leases in its own transaction and
         # wakes the engine: claiming here meanwhile would wait for the store's lock.
         if not self._ready and not self.frontier.busy and time.monotonic() >= self._empty_until:
@@ -215,7 +247,7 @@ class CrashsafeScheduler(BaseScheduler):
                 logger.error("%s: cannot rebuild the stored request: %r", lease.url, exc)
                 continue
             self.frontier.leases[lease.grant_id] = lease
-            return request
+            return self._sent(lease.grant_id, request)
         return None
 
     def _rebuild(self, lease: Lease) -> Request:
