@@ -32,6 +32,17 @@ _DECORATION = re.compile(r"[\s|+\-.]*|[\s|]*and \d+ more exceptions?\s*")
 _PYDANTIC_END = re.compile(r"\s*For further information visit ")
 _PYDANTIC_INPUT = re.compile(r"input_value=.*?, input_type=")
 _GROUP_PREFIX = re.compile(r"^[\s|]*")
+# A traceback's exception line: a class name (dotted or not) as exceptions are named.
+_EXCEPTION = re.compile(
+    r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Warning|Exit|Interrupt|Iteration"
+    r"|Failure|Group)(?::\s|:?$)"
+)
+# A line that only points elsewhere ("For more information check: <url>", SQLAlchemy's
+# "(Background on this error at: <url>)"): the line above says what went wrong.
+_POINTS = re.compile(r"(?i)information|background|\bsee\b|\bdocs?\b|details")
+# A quoted HTTP status with its reason ('404 Not Found'): kept, as HTTP 404 is.
+_STATUS_TEXT = re.compile(r"[bB]?['\"]\d{3}(?: [A-Za-z' -]{1,40})?['\"]")
+LINE_MAX = 1000  # characters of the line an error is grouped by (the rest: its tail)
 # Errors whose quoted values are names (a key, an attribute, a module, a type), kept.
 _NAMING = frozenset({
     "KeyError", "AttributeError", "NameError", "UnboundLocalError", "ImportError",
@@ -51,17 +62,31 @@ _VALUES = re.compile(
 
 
 def short_error(error: str | None) -> str:
-    """An error's last line that says something (a traceback's is the exception; an
-    exception group's frame lines are passed over), or ``-``, without the excerpt of a
-    response's body (``; body: ...``), which differs from page to page."""
+    """The line an error is grouped by, or ``-``: a traceback's exception line (not the
+    notes or the message's later lines after it), pydantic's field and what is wrong
+    with it, else the last line that says something (not an exception group's frame, not
+    a line that only points to a URL); without the excerpt of a response's body
+    (``; body: ...``), which differs from page to page; at most ``LINE_MAX`` characters."""
     lines = (error or "").strip().splitlines()
     if len(lines) >= 3 and _PYDANTIC_END.match(lines[-1]):
-        field, wrong = lines[-3].strip(), _PYDANTIC_INPUT.sub("input_type=", lines[-2].strip())
-        return f"{field}: {wrong}"
+        field, wrong = lines[-3].strip()[:LINE_MAX], lines[-2].strip()[:LINE_MAX]
+        return f"{field}: {_PYDANTIC_INPUT.sub('input_type=', wrong)}"
+    if "Traceback (most recent call last):" in (error or ""):
+        for line in reversed(lines):
+            if _EXCEPTION.match(line[:LINE_MAX]):
+                return _BODY.sub("", line[:LINE_MAX])
     for line in reversed(lines):
-        if not _DECORATION.fullmatch(line):
+        line = line[:LINE_MAX]
+        if not _DECORATION.fullmatch(line) and not _points_away(line):
             return _BODY.sub("", _GROUP_PREFIX.sub("", line, count=1))
     return "-"
+
+
+def _points_away(line: str) -> bool:
+    """Whether ``line`` only points to a URL ("For more information check: <url>")."""
+    text = line.strip().strip("()")
+    at = text.find("http")
+    return 0 <= at <= 60 and " " not in text[at:] and _POINTS.search(text[:at]) is not None
 
 
 def error_pattern(short: str) -> str:
@@ -71,7 +96,8 @@ def error_pattern(short: str) -> str:
 
     def put_aside(match: re.Match[str]) -> str:
         if match.group("quoted") is not None:
-            return match.group(0) if names else "'…'"
+            kept = names or _STATUS_TEXT.fullmatch(match.group(0))
+            return match.group(0) if kept else "'…'"
         if match.group("status") is not None:
             return match.group(0)
         if match.group("url") is not None:

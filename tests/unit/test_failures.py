@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from crashsafe.failures import error_key, error_pattern, group_failures, short_error
+from crashsafe.failures import LINE_MAX, error_key, error_pattern, group_failures, short_error
 from crashsafe.store import FailedUrl
 
 TRACE = 'Traceback (most recent call last):\n  File "spider.py", line 9\n'
@@ -73,6 +73,18 @@ def test_messages_that_differ_in_their_values_are_one_group(one: str, other: str
         (pydantic("price", "float_parsing", "'x'"), pydantic("name", "float_parsing", "'x'")),
         (pydantic("price", "float_parsing", "'x'"),
          pydantic("price", "missing", "{'a': 1}", wrong="Field required")),
+        # a note (PEP 678) after the exception line is not the exception
+        (TRACE + "KeyError: 'price'\nwhile parsing a product page",
+         TRACE + "ValueError: bad\nwhile parsing a product page"),
+        # a message's last line that only points to a URL
+        (TRACE + "httpx.HTTPStatusError: Client error '404 Not Found' for url 'http://a/1'\n"
+                 "For more information check: https://developer.mozilla.org/404",
+         TRACE + "httpx.HTTPStatusError: Server error '500 Internal Server Error' for url "
+                 "'http://a/2'\nFor more information check: https://developer.mozilla.org/500"),
+        (TRACE + "sqlalchemy.exc.IntegrityError: (sqlite3.IntegrityError) UNIQUE failed\n"
+                 "(Background on this error at: https://sqlalche.me/e/20/gkpj)",
+         TRACE + "sqlalchemy.exc.OperationalError: (sqlite3.OperationalError) locked\n"
+                 "(Background on this error at: https://sqlalche.me/e/20/e3q8)"),
     ],
 )  # fmt: skip
 def test_statuses_names_and_kinds_keep_groups_apart(one: str, other: str) -> None:
@@ -130,3 +142,11 @@ def test_putting_values_aside_stays_linear_on_long_runs() -> None:
                "a1" * 200_000, "'" * 400_000, "b'" * 200_000, "http://" * 60_000]  # fmt: skip
     for text in hostile:
         assert error_pattern(text)
+    # and whole stored errors, which are not cut (a pydantic input, a body, repeated)
+    errors = [
+        "E\nprice\n  " + "input_value=" * 400_000 + "\nFor further information visit x",
+        "HTTP 500" + "; body: " * 400_000,
+        TRACE + "ValueError: " + "x" * 400_000,
+    ]
+    for error in errors:
+        assert len(error_key(error)) <= 2 * LINE_MAX
