@@ -1,10 +1,20 @@
 """A Scrapy spider that hands a request's meta on, as Scrapy users do: to a request it
 schedules with engine.crawl() from a callback still running, to one off its allowed
-domains, and to a retry its errback makes after the page failed."""
+domains, to a retry its errback makes after the page failed, to a retry a callback asks
+for (a captcha) and one an HttpError errback makes; and a downloader middleware that
+sends a request on to another URL (as proxy-API middlewares do)."""
 
 import asyncio
 
 import scrapy
+from scrapy.downloadermiddlewares.retry import get_retry_request
+
+
+class Rewrite:
+    def process_request(self, request, spider=None):
+        if "/rw" in request.url:
+            return request.replace(url=request.url.replace("/rw", "/rewritten"))
+        return None
 
 
 class MetaCopySpider(scrapy.Spider):
@@ -20,6 +30,9 @@ class MetaCopySpider(scrapy.Spider):
     async def start(self):
         yield scrapy.Request(f"{self.base}/p/1", callback=self.parse_first)
         yield scrapy.Request(f"{self.base}/slow", errback=self.failed)
+        yield scrapy.Request(f"{self.base}/rw")
+        yield scrapy.Request(f"{self.base}/captcha", callback=self.parse_captcha)
+        yield scrapy.Request(f"{self.base}/f403", errback=self.refused)
 
     def parse(self, response):
         for li in response.css("li"):
@@ -33,5 +46,15 @@ class MetaCopySpider(scrapy.Spider):
         for item in self.parse(response):
             yield item
 
+    def parse_captcha(self, response):
+        if b"SOLVE-ME" in response.body:
+            retry = get_retry_request(response.request, spider=self, reason="captcha")
+            self.crawler.engine.crawl(retry.replace(callback=self.parse))
+            return
+        yield from self.parse(response)
+
     def failed(self, failure):  # a timeout: the page has failed; once more, meta and all
         yield failure.request.replace(dont_filter=True, callback=self.parse)
+
+    def refused(self, failure):  # an HttpError, while the page is still leased
+        self.crawler.engine.crawl(failure.request.replace(dont_filter=True, errback=None))

@@ -40,8 +40,9 @@ def env(log: Path) -> dict[str, str]:
     return {**cli_env(), "PIPELINE_LOG": str(log)}
 
 
-def run(cmd: list[str], log: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, env=env(log), text=True, capture_output=True, timeout=180)
+def run(cmd: list[str], log: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, env=env(log), text=True, capture_output=True, timeout=180,
+                          cwd=cwd)  # fmt: skip
 
 
 def pipeline_items(log: Path) -> list[dict[str, Any]]:
@@ -331,11 +332,14 @@ def test_requests_scrapy_ends_without_telling_end_their_pages(db_url: str, tmp_p
 def test_a_request_with_a_copy_of_a_pages_meta_is_a_request_of_its_own(
     db_url: str, tmp_path: Path
 ) -> None:
-    """Only a retry or a redirect goes out under its page's lease. A request that copies
-    the meta (``engine.crawl(Request(url, meta=response.meta))``, ``failure.request
-    .replace()`` in an errback) went out under it too: its answer was taken for the
-    page's (/p/1's items lost, /p/2's stored as /p/1's), a copy dropped as offsite failed
-    /p/1, and the errback's retry of a failed page stored nothing."""
+    """Only what the downloader's middlewares make (a retry, a redirect, a URL rewritten:
+    /rw) goes out under its page's lease. A request made with a copy of the meta once
+    the page's answer reached the spider (``engine.crawl(Request(url,
+    meta=response.meta))``, an errback's ``failure.request.replace()``, a captcha's
+    ``get_retry_request``) went out under it too: its answer was taken for the page's
+    (/p/1's items lost, /p/2's stored as /p/1's), or lost once the page had committed
+    (the captcha's, /f403's), a copy dropped as offsite failed /p/1, and the errback's
+    retry of a page that timed out stored nothing."""
     import asyncio
 
     from aiohttp import web
@@ -346,8 +350,13 @@ def test_a_request_with_a_copy_of_a_pages_meta_is_a_request_of_its_own(
 
     async def page(request: web.Request) -> web.StreamResponse:
         hits[request.path] = hits.get(request.path, 0) + 1
-        if request.path == "/slow" and hits["/slow"] == 1:
+        first = hits[request.path] == 1
+        if request.path == "/slow" and first:
             await asyncio.sleep(3)  # (past DOWNLOAD_TIMEOUT: the page fails)
+        if request.path == "/captcha" and first:
+            return web.Response(text="SOLVE-ME", content_type="text/html")
+        if request.path == "/f403" and first:
+            return web.Response(status=403)
         name = request.path.strip("/").replace("/", "")
         items = "".join(f'<li data-k="{name}-{n}">x</li>' for n in range(2))
         return web.Response(text=f"<ul>{items}</ul>", content_type="text/html")
@@ -357,14 +366,20 @@ def test_a_request_with_a_copy_of_a_pages_meta_is_a_request_of_its_own(
     spider = str(Path(__file__).with_name("meta_copy_spider.py"))
     with AppThread(app) as site:
         cmd = [sys.executable, "-m", "scrapy", "runspider", spider, "-a", f"start={site.url}",
-               "-s", "LOG_LEVEL=INFO", *ADAPTER[:-2], "-s", "CRASHSAFE_ITEM_KEY=k",
-               "-s", f"CRASHSAFE_DB={db_url}"]  # fmt: skip
-        done = run(cmd, tmp_path / "p.jsonl")
+               "-s", "LOG_LEVEL=INFO", "-s", ADAPTER[1], "-s", ADAPTER[3],
+               "-s", 'DOWNLOADER_MIDDLEWARES={"crashsafe.contrib.scrapy.CrashsafeDownloader'
+               'Middleware": 10, "meta_copy_spider.Rewrite": 400}',
+               "-s", "CRASHSAFE_ITEM_KEY=k", "-s", f"CRASHSAFE_DB={db_url}"]  # fmt: skip
+        done = run(cmd, tmp_path / "p.jsonl", cwd=Path(__file__).parent)
     assert done.returncode == 0, done.stderr
-    assert set(stored(db_url)) == {"p1-0", "p1-1", "p2-0", "p2-1", "slow-0", "slow-1"}
+    items = {f"{name}-{n}" for name in ("p1", "p2", "slow", "rewritten", "captcha", "f403")
+             for n in range(2)}  # fmt: skip
+    assert set(stored(db_url)) == items
+    failed = run_cli("failed", "--db", db_url).stdout
+    assert "Scrapy ended the request" not in failed  # (a lease held with nothing in flight)
     [row] = json.loads(run_cli("status", "--db", db_url, "--json").stdout)
-    # /p/1, /p/2 and the errback's /slow done; the first /slow failed (timed out)
-    assert (row["done"], row["failed"], row["pending"], row["leased"]) == (3, 1, 0, 0)
+    # failed: the first /slow (timed out) and /f403 (403); the copies: rows of their own
+    assert (row["failed"], row["pending"], row["leased"]) == (2, 0, 0), failed
 
 
 def test_scrapys_http_cache_works_under_the_adapter(

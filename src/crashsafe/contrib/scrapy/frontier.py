@@ -100,6 +100,9 @@ class Frontier:
         self.owner = ""
         self.spider: Spider | None = None
         self.leases: dict[int, Lease] = {}  # grant id -> lease, for requests in flight
+        # leases whose page's answer has reached the spider (its middleware says so): a
+        # request with the lease in its meta made since is not the page's retry/redirect
+        self.answered: set[int] = set()
         self.pending: dict[int, Pending] = {}  # grant id -> output waiting for pipelines
         self._renewal: task.LoopingCall | None = None
         #: called after a group commit (the scheduler claims at once and wakes the engine,

@@ -77,10 +77,21 @@ class CrashsafeSpiderMiddleware:
     def frontier(self) -> Frontier:
         return _frontier(self.crawler)
 
+    def process_spider_input(self, response: Response, spider: Spider | None = None) -> None:
+        """The page's answer reached the spider: what its callback (or errback) schedules
+        with the page's meta from now on is not the page's retry or redirect."""
+        self._answered(response)
+
+    def _answered(self, response: Response) -> Lease | None:
+        lease = self.frontier.lease_of(response.request) if response.request else None
+        if lease is not None:
+            self.frontier.answered.add(lease.grant_id)
+        return lease
+
     def process_spider_output(
         self, response: Response, result: Iterable[Any], spider: Spider | None = None
     ) -> Iterable[Any]:
-        lease = self.frontier.lease_of(response.request) if response.request else None
+        lease = self._answered(response)
         if lease is None:  # not a request of the store's (e.g. the middleware was added late)
             yield from result
             return
@@ -89,7 +100,7 @@ class CrashsafeSpiderMiddleware:
     async def process_spider_output_async(
         self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
     ) -> AsyncIterator[Any]:
-        lease = self.frontier.lease_of(response.request) if response.request else None
+        lease = self._answered(response)
         if lease is None:
             async for item in result:
                 yield item
@@ -145,7 +156,7 @@ class CrashsafeSpiderMiddleware:
         self, response: Response, exception: BaseException, spider: Spider | None = None
     ) -> Iterable[Any] | None:
         frontier = self.frontier
-        lease = frontier.lease_of(response.request) if response.request else None
+        lease = self._answered(response)
         if lease is None:
             return None
         status = response.status
@@ -194,6 +205,17 @@ class CrashsafeDownloaderMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CrashsafeDownloaderMiddleware:
         return cls(crawler)
+
+    def process_response(
+        self, request: Request, response: Response, spider: Spider | None = None
+    ) -> Response:
+        """The page's answer leaves the downloader for the spider (the middlewares that
+        retry or redirect have let it through): a request with its lease made from now
+        on (an errback's, a callback's ``engine.crawl()``) is not its retry or redirect."""
+        lease = _frontier(self.crawler).lease_of(request)
+        if lease is not None:
+            _frontier(self.crawler).answered.add(lease.grant_id)
+        return response
 
     def process_exception(
         self, request: Request, exception: BaseException, spider: Spider | None = None

@@ -8,11 +8,11 @@
   Scrapy's ``request_from_dict``; each carries its lease in ``meta``.
 - A request Scrapy makes from a leased one (a retry by RetryMiddleware, a redirect) comes
   back here with that lease and is sent under it: it stays the same frontier row. Only
-  a retry (the URL last sent under the lease) or a redirect from it (RedirectMiddleware's
-  ``redirect_urls`` one longer, ending there) is taken so: a request that merely copies
-  the meta (``meta=response.meta`` in ``engine.crawl()``, ``failure.request.replace()``
-  in an errback after the page failed) is a request of its own, added as a start
-  request is (sent under the page's lease, its answer was taken for the page's). One
+  a request the downloader's middlewares make (a retry, a redirect, a rewritten URL)
+  is taken so: one made once the page's answer has reached the spider (a callback's
+  ``engine.crawl()`` with ``meta=response.meta``, an errback's
+  ``failure.request.replace()``) is a request of its own, added as a start request is
+  (sent under the page's lease, its answer was taken for the page's, or lost). One
   that a ``request_scheduled`` receiver drops on its way here (Scrapy's offsite filter
   drops a redirect off the allowed domains so, telling nobody) ends its page: done,
   "redirect to ... not followed", as a crawl of crashsafe's own ends it.
@@ -69,8 +69,6 @@ class CrashsafeScheduler(BaseScheduler):
         # Requests of leased pages announced by request_scheduled and not (yet) enqueued:
         # the engine enqueues at once, unless a receiver dropped the request.
         self._announced: dict[int, Request] = {}
-        # grant id -> (URL, redirects so far) of the request last sent under that lease
-        self._hops: dict[int, tuple[str, int]] = {}
         crawler.signals.connect(self._scheduled, signal=signals.request_scheduled)
 
     @classmethod
@@ -119,25 +117,22 @@ class CrashsafeScheduler(BaseScheduler):
             self._announced[id(request)] = request
 
     def _continues(self, request: Request) -> bool:
-        """Whether ``request`` is a retry or a redirect of what was last sent under the
-        lease its meta names (a lease still held), not a request with a copy of the meta."""
+        """Whether ``request`` carries on its page's fetch (a retry, a redirect, a URL a
+        middleware rewrote: made before the page's answer reached the spider, under a
+        lease still held), not a request made with a copy of the page's meta after."""
         token = request.meta.get(LEASE_META)
-        if token is None or token not in self.frontier.leases:
-            return False
-        hop = self._hops.get(token)
-        if hop is None:
-            return False
-        url, hops = hop
-        redirects: list[str] = request.meta.get("redirect_urls") or []
-        if len(redirects) == hops:
-            return bool(request.url == url)  # a retry
-        return len(redirects) == hops + 1 and redirects[-1] == url  # a redirect from it
+        return (
+            token is not None
+            and token in self.frontier.leases
+            and token not in self.frontier.answered
+        )
 
     def _sent(self, grant: int, request: Request) -> Request:
-        """``request`` goes out under lease ``grant``: what a retry or redirect of it is."""
-        if len(self._hops) > 4 * self.batch + 64:  # (the leases committed since)
-            self._hops = {g: h for g, h in self._hops.items() if g in self.frontier.leases}
-        self._hops[grant] = (request.url, len(request.meta.get("redirect_urls") or ()))
+        """``request`` goes out under lease ``grant`` (a hop whose answer is to come)."""
+        answered = self.frontier.answered
+        answered.discard(grant)
+        if len(answered) > 4 * self.batch + 64:  # (the leases committed since)
+            answered.intersection_update(self.frontier.leases)
         return request
 
     def _settle_dropped(self) -> None:
