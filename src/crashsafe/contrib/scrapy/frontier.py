@@ -162,6 +162,7 @@ class Frontier:
             if self.leases:  # in flight when the spider closed: fetched, maybe
                 self.store.release(self.crawl_name, [(x, True) for x in self.leases.values()])
                 self.leases.clear()
+                self.answered.clear()
             # A complete pass (nothing pending or leased; else this does nothing): the
             # records of pages fetched again that no page yielded are gone.
             self.store.finish_pass(self.crawl_name)
@@ -257,9 +258,14 @@ class Frontier:
             outcome = replace(outcome, records=pending.records)
         self.commit(outcome)
 
+    def _forget(self, lease: Lease) -> None:
+        """``lease`` is no longer in flight here (committed or given back)."""
+        self.leases.pop(lease.grant_id, None)
+        self.answered.discard(lease.grant_id)
+
     def release(self, lease: Lease) -> None:
         """Give ``lease`` back (fetched: an attempt), its page to be fetched again."""
-        self.leases.pop(lease.grant_id, None)
+        self._forget(lease)
         self.open_store.release(self.crawl_name, [(lease, True)])
 
     @property
@@ -271,7 +277,7 @@ class Frontier:
     def commit(self, outcome: PageOutcome) -> None:
         """Commit ``outcome`` soon, on the committer thread, with whatever else settled
         meanwhile (each outcome whole)."""
-        self.leases.pop(outcome.lease.grant_id, None)
+        self._forget(outcome.lease)
         self._queue.append(outcome)
         if not self._committing and self._committer is not None:
             self._submit()

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import functools
 import traceback
-from collections.abc import AsyncIterator, Iterable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, Literal
 
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
@@ -55,7 +55,9 @@ class CrashsafeSpiderMiddleware:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self._offsite: Any = None  # Scrapy's OffsiteMiddleware, False: none (looked once)
+        # Whether Scrapy's OffsiteMiddleware lets a request through (None: not looked
+        # for yet; False: the crawl has none)
+        self._offsite: Callable[[Request], bool] | Literal[False] | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CrashsafeSpiderMiddleware:
@@ -77,21 +79,10 @@ class CrashsafeSpiderMiddleware:
     def frontier(self) -> Frontier:
         return _frontier(self.crawler)
 
-    def process_spider_input(self, response: Response, spider: Spider | None = None) -> None:
-        """The page's answer reached the spider: what its callback (or errback) schedules
-        with the page's meta from now on is not the page's retry or redirect."""
-        self._answered(response)
-
-    def _answered(self, response: Response) -> Lease | None:
-        lease = self.frontier.lease_of(response.request) if response.request else None
-        if lease is not None:
-            self.frontier.answered.add(lease.grant_id)
-        return lease
-
     def process_spider_output(
         self, response: Response, result: Iterable[Any], spider: Spider | None = None
     ) -> Iterable[Any]:
-        lease = self._answered(response)
+        lease = self.frontier.lease_of(response.request) if response.request else None
         if lease is None:  # not a request of the store's (e.g. the middleware was added late)
             yield from result
             return
@@ -100,7 +91,7 @@ class CrashsafeSpiderMiddleware:
     async def process_spider_output_async(
         self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
     ) -> AsyncIterator[Any]:
-        lease = self._answered(response)
+        lease = self.frontier.lease_of(response.request) if response.request else None
         if lease is None:
             async for item in result:
                 yield item
@@ -117,8 +108,8 @@ class CrashsafeSpiderMiddleware:
         items = [o for o in output if o is not None and not isinstance(o, Request)]
         status = response.status
         offsite = 0
-        if requests and (check := self._offsite_check()) is not None:
-            followed = [r for r in requests if _follows(check, r, self.crawler.spider)]
+        if requests and (follows := self._offsite_check()):
+            followed = [r for r in requests if follows(r)]
             offsite, requests = len(requests) - len(followed), followed
         try:
             links = frontier.new_urls(requests, parent=lease.url, depth=lease.depth + 1)
@@ -135,28 +126,30 @@ class CrashsafeSpiderMiddleware:
             frontier.settle(lease.grant_id)
         return items
 
-    def _offsite_check(self) -> Any:
-        """Scrapy's offsite downloader middleware, if the crawl has it: the requests a
-        callback yields are checked by it here, before they are stored (it would drop
-        them when they are sent, a frontier row, a lease and a commit later each), with
-        its own stats and log lines, and counted as the page's links offsite."""
+    def _offsite_check(self) -> Callable[[Request], bool] | Literal[False]:
+        """Whether Scrapy's offsite downloader middleware lets a request through, if the
+        crawl has one: the requests a callback yields are checked by it here, before
+        they are stored (it would drop them when they are sent, a frontier row, a lease
+        and a commit later each), with its own stats and log lines, and counted as the
+        page's links offsite."""
         if self._offsite is None:
-            found: Any = False
+            self._offsite = False
             try:
                 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 
                 chain = self.crawler.engine.downloader.middleware.middlewares
-                found = next((m for m in chain if isinstance(m, OffsiteMiddleware)), False)
             except (ImportError, AttributeError):
-                pass
-            self._offsite = found
-        return self._offsite or None
+                return False
+            found = next((m for m in chain if isinstance(m, OffsiteMiddleware)), None)
+            if found is not None:
+                self._offsite = _follows(found, self.crawler.spider)
+        return self._offsite
 
     def process_spider_exception(
         self, response: Response, exception: BaseException, spider: Spider | None = None
     ) -> Iterable[Any] | None:
         frontier = self.frontier
-        lease = self._answered(response)
+        lease = frontier.lease_of(response.request) if response.request else None
         if lease is None:
             return None
         status = response.status
@@ -174,25 +167,24 @@ class CrashsafeSpiderMiddleware:
         return []
 
 
-def _follows(offsite: Any, request: Request, spider: Spider | None) -> bool:
-    """Whether Scrapy's offsite middleware lets ``request`` through (it counts and logs
-    what it filters, as when it filters a request on its way to be sent)."""
-    try:
-        if _takes_spider(offsite.process_request):
-            offsite.process_request(request, spider)  # (Scrapy before 2.14 asks for it)
-        else:
-            offsite.process_request(request)
-    except IgnoreRequest:
-        return False
-    return True
-
-
-@functools.lru_cache(maxsize=8)
-def _takes_spider(method: Any) -> bool:
+def _follows(offsite: Any, spider: Spider | None) -> Callable[[Request], bool]:
+    """Whether Scrapy's offsite middleware ``offsite`` lets a request through (it counts
+    and logs what it filters, as when it filters a request on its way to be sent)."""
     import inspect
 
-    spider = inspect.signature(method).parameters.get("spider")
-    return spider is not None and spider.default is inspect.Parameter.empty
+    check = offsite.process_request
+    needs = inspect.signature(check).parameters.get("spider")
+    if needs is not None and needs.default is inspect.Parameter.empty:  # (Scrapy < 2.14)
+        check = functools.partial(check, spider=spider)
+
+    def follows(request: Request) -> bool:
+        try:
+            check(request)
+        except IgnoreRequest:
+            return False
+        return True
+
+    return follows
 
 
 class CrashsafeDownloaderMiddleware:
@@ -212,9 +204,10 @@ class CrashsafeDownloaderMiddleware:
         """The page's answer leaves the downloader for the spider (the middlewares that
         retry or redirect have let it through): a request with its lease made from now
         on (an errback's, a callback's ``engine.crawl()``) is not its retry or redirect."""
-        lease = _frontier(self.crawler).lease_of(request)
+        frontier = _frontier(self.crawler)
+        lease = frontier.lease_of(request)
         if lease is not None:
-            _frontier(self.crawler).answered.add(lease.grant_id)
+            frontier.answered.add(lease.grant_id)
         return response
 
     def process_exception(

@@ -127,14 +127,6 @@ class CrashsafeScheduler(BaseScheduler):
             and token not in self.frontier.answered
         )
 
-    def _sent(self, grant: int, request: Request) -> Request:
-        """``request`` goes out under lease ``grant`` (a hop whose answer is to come)."""
-        answered = self.frontier.answered
-        answered.discard(grant)
-        if len(answered) > 4 * self.batch + 64:  # (the leases committed since)
-            answered.intersection_update(self.frontier.leases)
-        return request
-
     def _settle_dropped(self) -> None:
         """End the pages whose retry or redirect a ``request_scheduled`` receiver dropped
         (the engine enqueues what it schedules right after the signal: what is still
@@ -217,8 +209,7 @@ class CrashsafeScheduler(BaseScheduler):
         if self._announced:
             self._settle_dropped()
         if self._local:
-            request = self._local.popleft()
-            return self._sent(request.meta[LEASE_META], request)
+            return self._local.popleft()
         # A group commit on its way refills the ready leases in its own transaction and
         # wakes the engine: claiming here meanwhile would wait for the store's lock.
         if not self._ready and not self.frontier.busy and time.monotonic() >= self._empty_until:
@@ -242,7 +233,7 @@ class CrashsafeScheduler(BaseScheduler):
                 logger.error("%s: cannot rebuild the stored request: %r", lease.url, exc)
                 continue
             self.frontier.leases[lease.grant_id] = lease
-            return self._sent(lease.grant_id, request)
+            return request
         return None
 
     def _rebuild(self, lease: Lease) -> Request:
@@ -258,11 +249,10 @@ class CrashsafeScheduler(BaseScheduler):
             self._settle_dropped()
         if self._local or self._ready or self.frontier.busy:
             return True
-        if self.frontier.leases and self._nothing_in_flight():
-            self._settle_lost()
-            return True  # (their commit is on its way)
         if self.frontier.leases:
-            return True
+            if self._nothing_in_flight():  # (their requests ended unseen)
+                self._settle_lost()
+            return True  # (in flight, or their commit on its way)
         if time.monotonic() < self._open_until:
             return True
         due = self.frontier.open_store.due(self.frontier.crawl_name)
