@@ -127,14 +127,12 @@ class ErrorGroup:
 def group_failures(rows: Sequence[FailedUrl]) -> list[ErrorGroup]:
     """The failures by error key, the largest group first (ties: first seen)."""
     groups: dict[str, list[FailedUrl]] = {}
-    messages: dict[str, set[str]] = {}
+    labels: dict[str, str] = {}  # the group's one message, or its key once two differ
     for row in rows:
         short = short_error(row.error)
         key = error_pattern(short)
         groups.setdefault(key, []).append(row)
-        messages.setdefault(key, set()).add(short)
+        if labels.setdefault(key, short) != short:
+            labels[key] = key
     ranked = sorted(groups.items(), key=lambda item: -len(item[1]))
-    return [
-        ErrorGroup(key, next(iter(messages[key])) if len(messages[key]) == 1 else key, tuple(g))
-        for key, g in ranked
-    ]
+    return [ErrorGroup(key, labels[key], tuple(g)) for key, g in ranked]
