@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import sys
 import urllib.request
 from collections.abc import Iterator
@@ -147,16 +146,7 @@ def _only_demo(path: Path) -> Iterator[None]:
 
     from crashsafe.files import open_private, private_folder
 
-    if not str(path) or path.name in ("", ".", "..") or path.is_dir():
-        raise ConfigError(f"--db {str(path)!r}: give a file, e.g. --db crashsafe-demo.db")
-    if "?" in str(path) or "#" in str(path):
-        raise ConfigError(f"--db {str(path)!r}: a file name with '?' or '#' reads as a URL's "
-                          "query or fragment; choose another name")  # fmt: skip
-    if not path.parent.is_dir():
-        why = "is not a folder" if path.parent.exists() else "does not exist"
-        raise ConfigError(f"cannot create {path}: {path.parent} {why}")
-    real = path.resolve()  # (one lock for one file, however it is named)
-    folder = real.with_name(f"{real.name}-workers")
+    folder = Path(f"{path}-workers")
     try:
         private_folder(folder)
         fd = open_private(folder / DEMO_LOCK, os.O_RDWR | os.O_CREAT, follow=False)
@@ -195,11 +185,8 @@ def _delete_database(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     workers = Path(f"{path}-workers")
     for lock in workers.iterdir() if workers.is_dir() else ():
-        if lock.name != DEMO_LOCK:
-            if lock.is_dir() and not lock.is_symlink():
-                shutil.rmtree(lock, ignore_errors=True)
-            else:
-                lock.unlink(missing_ok=True)
+        if lock.name != DEMO_LOCK and not lock.is_dir():
+            lock.unlink(missing_ok=True)
 
 
 @click.command("demo-site")
@@ -292,15 +279,28 @@ def demo(
 
     Kill it (Ctrl-C, or kill -9) and run it again: it resumes where it was.
     """
-    if not db_path.strip() or db_path.endswith("/"):
-        raise ConfigError(f"--db {db_path!r}: give a file, e.g. --db crashsafe-demo.db")
+    path = _demo_path(db_path)
+    with _only_demo(path):
+        _demo(path, port, fresh, concurrency, no_progress, shop)
+
+
+def _demo_path(db_path: str) -> Path:
+    """The demo's database file for ``--db``, or a ConfigError saying why there can be
+    none (before anything is created: the lock's folder would be the first thing)."""
     path = Path(db_path)
+    if not db_path.strip() or db_path.endswith("/") or path.name in ("", ".", ".."):
+        raise ConfigError(f"--db {db_path!r}: give a file, e.g. --db crashsafe-demo.db")
+    if "?" in db_path or "#" in db_path:
+        raise ConfigError(f"--db {db_path!r}: a file name with '?' or '#' reads as a URL's "
+                          "query or fragment; choose another name")  # fmt: skip
     if path.is_symlink():  # the file it names: its locks, its crawls, its deletion
         path = path.resolve()
     if path.exists() and not path.is_file():
         raise ConfigError(f"--db {db_path}: not a file (a device?): give a file")
-    with _only_demo(path):
-        _demo(path, port, fresh, concurrency, no_progress, shop)
+    if not path.parent.is_dir():
+        why = "is not a folder" if path.parent.exists() else "does not exist"
+        raise ConfigError(f"cannot create {path}: {path.parent} {why}")
+    return path
 
 
 def _demo(
