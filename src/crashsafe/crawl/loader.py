@@ -100,8 +100,7 @@ def _scrapy_hint(module: object, where: str, *, named: str = "") -> str:
 
 def _scrapy_named(name: str, root: Path | None = None) -> str:
     """The hint for a Scrapy spider named ``name`` in the project's spider folders."""
-    root = root or Path.cwd()
-    for f in sorted({f for folder in SPIDER_FOLDERS for f in root.glob(f"{folder}/*.py")}):
+    for f in _spider_files(root or Path.cwd()):
         try:
             module = import_target(str(f), error=SpiderLoadError)
         except SpiderLoadError:
@@ -123,6 +122,11 @@ def _spiders_in(path: Path) -> list[type[Spider]]:
 def spiders_named(name: str, root: Path | None = None) -> list[type[Spider]]:
     """The Spider classes named ``name`` in the ``.py`` files of the project's spider
     folders (each file is imported to find out, as Scrapy imports its spider modules)."""
-    root = root or Path.cwd()
-    files = sorted({f for folder in SPIDER_FOLDERS for f in root.glob(f"{folder}/*.py")})
-    return [s for f in files if f.name != "__init__.py" for s in _spiders_in(f) if s.name == name]
+    files = _spider_files(root or Path.cwd())
+    return [s for f in files for s in _spiders_in(f) if s.name == name]
+
+
+def _spider_files(root: Path) -> list[Path]:
+    """The ``.py`` files of the project's spider folders under ``root``."""
+    found = {f for folder in SPIDER_FOLDERS for f in root.glob(f"{folder}/*.py")}
+    return sorted(f for f in found if f.name != "__init__.py")
