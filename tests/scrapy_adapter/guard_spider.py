@@ -23,15 +23,23 @@ class Guarded(scrapy.Spider):
     name = "guarded"
     custom_settings = {"RETRY_TIMES": 0, "ROBOTSTXT_OBEY": False}
 
-    def __init__(self, start: str, targets: str = "", **kwargs: Any) -> None:
+    def __init__(self, start: str, targets: str = "", replay: str = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.start_urls = [start]
         self.targets = [t for t in targets.split(",") if t]
+        self.replay = replay == "yes"  # an errback sends a refused request again
 
     def parse(self, response: Any) -> Iterator[Any]:
         if response.url.endswith("/start"):
+            errback = self.again if self.replay else None
             for target in self.targets:
-                yield scrapy.Request(target, callback=self.parse)
+                yield scrapy.Request(target, callback=self.parse, errback=errback)
             yield {"sku": "start"}
         else:
             yield {"sku": response.url}
+
+    def again(self, failure: Any) -> None:
+        if not failure.request.meta.get("again"):
+            again = failure.request.replace(dont_filter=True, errback=None)
+            again.meta["again"] = True
+            self.crawler.engine.crawl(again)

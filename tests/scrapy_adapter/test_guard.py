@@ -107,6 +107,21 @@ def test_special_addresses_are_refused_by_literal_name_mapped_address_and_redire
     assert (row["requests"], row["outcomes"]["refused"]) == (3, 5), row["outcomes"]
 
 
+def test_an_errback_that_sends_a_refused_request_again_is_refused_again(
+    tmp_path: Path,
+) -> None:
+    """The copy of a page's request an errback makes is a request of its own: it must not
+    be taken for a start URL, whose host and port the guard lets through."""
+    canary = Counting()
+    with AppThread(canary.app(), host="127.0.0.2") as internal, AppThread(Counting().app()) as me:
+        target = f"http://127.0.0.2:{internal.port}/literal"
+        db = f"sqlite:///{tmp_path / 'r.db'}"
+        done = crawl(f"{me.url}/start", [target], db, "-a", "replay=yes")
+    assert done.returncode == 0, done.stderr
+    assert sum(canary.hits.values()) == 0, canary.hits
+    assert done.stderr.count(f"refused {target}") == 2  # the page, and its copy
+
+
 def test_a_proxy_opens_nothing_and_carries_every_request(tmp_path: Path) -> None:
     canary = Counting()
     with forward_proxy() as proxy, AppThread(canary.app(), host="127.0.0.2") as internal:

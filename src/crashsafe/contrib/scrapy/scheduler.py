@@ -11,8 +11,9 @@
   a request the downloader's middlewares make (a retry, a redirect, a rewritten URL)
   is taken so: one made once the page's answer has reached the spider (a callback's
   ``engine.crawl()`` with ``meta=response.meta``, an errback's
-  ``failure.request.replace()``) is a request of its own, added as a start request is
-  (sent under the page's lease, its answer was taken for the page's, or lost). One
+  ``failure.request.replace()``) is a request of its own, stored as a start request is
+  but not taken for one by the address guard (sent under the page's lease, its answer
+  was taken for the page's, or lost). One
   that a ``request_scheduled`` receiver drops on its way here (Scrapy's offsite filter
   drops a redirect off the allowed domains so, telling nobody) ends its page: done,
   "redirect to ... not followed", as a crawl of crashsafe's own ends it.
@@ -120,24 +121,22 @@ class CrashsafeScheduler(BaseScheduler):
         """Whether ``request`` carries on its page's fetch (a retry, a redirect, a URL a
         middleware rewrote: made before the page's answer reached the spider, under a
         lease still held), not a request made with a copy of the page's meta after."""
-        token = request.meta.get(LEASE_META)
-        return (
-            token is not None
-            and token in self.frontier.leases
-            and token not in self.frontier.answered
-        )
+        lease = self.frontier.lease_of(request)
+        return lease is not None and lease.grant_id not in self.frontier.answered
 
     def _settle_dropped(self) -> None:
         """End the pages whose retry or redirect a ``request_scheduled`` receiver dropped
         (the engine enqueues what it schedules right after the signal: what is still
         announced by the time it asks for work again was dropped)."""
+        if not self._announced:
+            return
         dropped, self._announced = self._announced, {}
         for request in dropped.values():
             lease = self.frontier.lease_of(request)
             if lease is None:
                 continue
-            reasons = request.meta.get("redirect_reasons") or [None]
             if request.meta.get("redirect_urls"):
+                reasons = request.meta.get("redirect_reasons") or [None]
                 status = reasons[-1] if isinstance(reasons[-1], int) else None
                 error = f"redirect to {request.url[:200]} not followed (dropped by Scrapy)"
                 self.frontier.commit(PageOutcome(lease, "done", status, error))
@@ -163,23 +162,27 @@ class CrashsafeScheduler(BaseScheduler):
         """Fail the pages whose requests Scrapy ended without a response or an error that
         reached crashsafe (called when Scrapy has nothing in flight)."""
         for lease in list(self.frontier.leases.values()):
-            logger.warning("%s: Scrapy ended its request without a response or an error "
-                           "crashsafe could see; the page fails", lease.url)  # fmt: skip
+            logger.warning("%s: %s; the page fails", lease.url, LOST)
             self.frontier.commit(PageOutcome(lease, "failed", error=LOST))
 
     def enqueue_request(self, request: Request) -> bool:
         if self._broken is not None:
             return False
-        if LEASE_META in request.meta:
+        copied = LEASE_META in request.meta
+        if copied:
             if self._continues(request):  # a retry or redirect of a leased request
                 self._announced.pop(id(request), None)
                 self._local.append(request)
                 return True
             del request.meta[LEASE_META]  # a copy of its meta: a request of its own
+        # A start URL's host and port may be special (the guard lets them through), but not
+        # a page's request made again (the guard may have refused it: an errback's
+        # failure.request.replace() must not open it), here or once leased (depth 0 is a
+        # seed's: depth 1, a page's request that came from somewhere)
         guard = getattr(self.crawler, "crashsafe_guard", None)
-        if guard is not None:  # a start URL's own host and port may be special
+        if guard is not None and not copied:
             guard.allow_start(request.url)
-        [row] = self.frontier.new_urls([request], parent="start", depth=0)
+        [row] = self.frontier.new_urls([request], parent="start", depth=int(copied))
         self.frontier.open_store.enqueue(self.frontier.crawl_name, [row])
         self._open_until = self._empty_until = 0.0  # look again
         return True
@@ -206,8 +209,7 @@ class CrashsafeScheduler(BaseScheduler):
     def next_request(self) -> Request | None:
         if self._broken is not None:
             return None
-        if self._announced:
-            self._settle_dropped()
+        self._settle_dropped()
         if self._local:
             return self._local.popleft()
         # A group commit on its way refills the ready leases in its own transaction and
@@ -245,8 +247,7 @@ class CrashsafeScheduler(BaseScheduler):
     def has_pending_requests(self) -> bool:
         if self._broken is not None:
             return False
-        if self._announced:
-            self._settle_dropped()
+        self._settle_dropped()
         if self._local or self._ready or self.frontier.busy:
             return True
         if self.frontier.leases:
