@@ -67,16 +67,16 @@ def short_error(error: str | None) -> str:
     with it, else the last line that says something (not an exception group's frame, not
     a line that only points to a URL); without the excerpt of a response's body
     (``; body: ...``), which differs from page to page; at most ``LINE_MAX`` characters."""
-    lines = (error or "").strip().splitlines()
+    text = (error or "").strip()
+    lines = [line[:LINE_MAX] for line in text.splitlines()]
     if len(lines) >= 3 and _PYDANTIC_END.match(lines[-1]):
-        field, wrong = lines[-3].strip()[:LINE_MAX], lines[-2].strip()[:LINE_MAX]
+        field, wrong = lines[-3].strip(), lines[-2].strip()
         return f"{field}: {_PYDANTIC_INPUT.sub('input_type=', wrong)}"
-    if "Traceback (most recent call last):" in (error or ""):
+    if "Traceback (most recent call last):" in text:
         for line in reversed(lines):
-            if _EXCEPTION.match(line[:LINE_MAX]):
-                return _BODY.sub("", line[:LINE_MAX])
+            if _EXCEPTION.match(line):
+                return _BODY.sub("", line)
     for line in reversed(lines):
-        line = line[:LINE_MAX]
         if not _DECORATION.fullmatch(line) and not _points_away(line):
             return _BODY.sub("", _GROUP_PREFIX.sub("", line, count=1))
     return "-"

@@ -251,10 +251,11 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
                    "grant": grant, "outcome": outcome}  # fmt: skip
             if p.kind == "done" or p.kind == "skipped":
                 parsed = p.revisit is None and p.http_status not in _SAYS_NOTHING
-                same = p.revisit is not None  # (not parsed, the same page: counts kept)
-                done.append({**row, "links_skipped": None if same else p.links_skipped,
-                             "links_cut": None if same else p.links_cut,
-                             "links_offsite": None if same else p.links_offsite,
+                # (a page found the same was not parsed: its link counts are kept)
+                counts = (p.links_skipped, p.links_cut, p.links_offsite)
+                skipped, cut, offsite = (None,) * 3 if p.revisit is not None else counts
+                done.append({**row, "links_skipped": skipped, "links_cut": cut,
+                             "links_offsite": offsite,
                              "validators": p.validators, "revisit": p.revisit,
                              "body_bytes": p.body_bytes, "revisit_in": p.revisit_in,
                              "listed": bool(p.records) if parsed else None})  # fmt: skip
