@@ -148,6 +148,20 @@ def test_what_never_reaches_a_callback_is_recorded(db_url: str, tmp_path: Path) 
     assert row["links_offsite"] == 1
 
 
+def leased(db_url: str, crawl: str) -> int:
+    """Pages leased in ``crawl`` now (0 before a crawler has created the store)."""
+    from crashsafe.errors import CrashsafeError
+
+    try:
+        store = open_store(db_url, create=False, readonly=True)
+    except CrashsafeError:  # not there yet, or its tables not yet committed
+        return 0
+    try:
+        return store.stats(crawl).leased
+    finally:
+        store.close()
+
+
 def free_port() -> int:
     import socket
 
@@ -468,3 +482,60 @@ def test_the_database_setting_of_a_project_loses_to_the_environment() -> None:
         assert database_of(project) == ("sqlite:///cmd.db", "-s CRASHSAFE_DB")
     finally:
         os.environ.pop("CRASHSAFE_DB", None)
+
+
+def test_a_worker_that_found_nothing_to_lease_asks_again(db_url: str, tmp_path: Path) -> None:
+    """A second worker starts while the first holds the only page: its claim finds
+    nothing, and Scrapy's engine asks again only when something wakes it (its heartbeat is
+    set to an hour in the spider). Both must end once the first has committed the page's
+    links, the second having woken by itself (it hung for the heartbeat before)."""
+    import threading
+
+    from aiohttp import web
+
+    from crashsafe.demo.server import AppThread
+
+    gate = threading.Event()
+
+    async def start(request: web.Request) -> web.Response:
+        import asyncio
+
+        await asyncio.get_running_loop().run_in_executor(None, gate.wait, 60)
+        links = "".join(f'<a href="/item/{n}">{n}</a>' for n in range(8))
+        return web.Response(text=links, content_type="text/html")
+
+    async def item(request: web.Request) -> web.Response:
+        return web.Response(text="<p>item</p>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/start", start)
+    app.router.add_get("/item/{n}", item)
+    spider = str(Path(__file__).with_name("idle_worker_spider.py"))
+    with AppThread(app) as site:
+        cmd = [sys.executable, "-m", "scrapy", "runspider", spider, "-a", f"start={site.url}/start",
+               *ADAPTER, "-s", f"CRASHSAFE_DB={db_url}"]  # fmt: skip
+        log = tmp_path / "p.jsonl"
+        first = subprocess.Popen([*cmd, "-s", "LOG_LEVEL=INFO"], env=env(log),
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        with reaped(first):
+            # the first worker holds the start page (its server waits on the gate)
+            wait_for(lambda: leased(db_url, "scrapy-idle-worker") == 1, timeout=120)
+            second = subprocess.Popen([*cmd, "-s", "LOG_LEVEL=DEBUG"], env=env(log),
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                      text=True)  # fmt: skip
+            with reaped(second):
+                assert second.stderr is not None
+                said = []
+                for line in second.stderr:  # its claim found nothing: the start page is held
+                    said.append(line)
+                    if "nothing due to lease here" in line:
+                        break
+                else:
+                    raise AssertionError("".join(said[-30:]))
+                gate.set()
+                _, err = first.communicate(timeout=120)
+                assert first.returncode == 0, err
+                # It must wake up by itself to see the pages the first added, or the end.
+                _, rest = second.communicate(timeout=120)
+                assert second.returncode == 0, "".join(said[-20:]) + rest[-3000:]
+    assert sorted(stored(db_url)) == [str(n) for n in range(8)]

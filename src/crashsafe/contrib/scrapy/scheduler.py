@@ -65,6 +65,7 @@ class CrashsafeScheduler(BaseScheduler):
         self._local: deque[Request] = deque()  # retries and redirects of leased requests
         self._open_until = 0.0  # due() said open work remains, until then
         self._empty_until = 0.0  # the last claim found nothing due: not before then
+        self._idle = False  # the last claim found nothing
         self.spider: Spider | None = None
         self._broken: str | None = None  # the frontier could not open: why
         # Requests of leased pages announced by request_scheduled and not (yet) enqueued:
@@ -201,10 +202,16 @@ class CrashsafeScheduler(BaseScheduler):
         ran on another thread meanwhile). The wake-up is Scrapy's own ``nextcall``, a
         private name: without it, the heartbeat still comes."""
         self._empty_until = 0.0
+        self._wake_up(0.0)
+
+    def _wake_up(self, at: float) -> None:
+        """Have the engine ask for work again at ``at`` (monotonic): after a ``None`` it
+        asks only when a download ends or at its 5 s heartbeat, and a worker whose claim
+        found nothing (other workers hold the leases) may have none under way."""
         slot = getattr(getattr(self.crawler, "engine", None), "_slot", None)
         nextcall = getattr(slot, "nextcall", None)
         if nextcall is not None:
-            nextcall.schedule()
+            nextcall.schedule(max(0.0, at - time.monotonic()))
 
     def next_request(self) -> Request | None:
         if self._broken is not None:
@@ -214,15 +221,21 @@ class CrashsafeScheduler(BaseScheduler):
             return self._local.popleft()
         # A group commit on its way refills the ready leases in its own transaction and
         # wakes the engine: claiming here meanwhile would wait for the store's lock.
-        if not self._ready and not self.frontier.busy and time.monotonic() >= self._empty_until:
-            store = self.frontier.open_store
-            leases = store.lease(
-                self.frontier.crawl_name, self.frontier.owner, self.batch,
-                self.frontier.lease_seconds,
-            )  # fmt: skip
-            if not leases:
-                self._empty_until = time.monotonic() + EMPTY_PAUSE
-            self._ready.extend(leases)
+        if not self._ready and not self.frontier.busy:
+            if time.monotonic() >= self._empty_until:
+                store = self.frontier.open_store
+                leases = store.lease(
+                    self.frontier.crawl_name, self.frontier.owner, self.batch,
+                    self.frontier.lease_seconds,
+                )  # fmt: skip
+                if not leases:
+                    self._empty_until = time.monotonic() + EMPTY_PAUSE
+                    if not self._idle:  # (once each time this worker runs out of work)
+                        logger.debug("crashsafe: nothing due to lease here; asking again")
+                self._idle = not leases
+                self._ready.extend(leases)
+            if not self._ready:
+                self._wake_up(self._empty_until)
         while self._ready:
             lease = self._ready.popleft()
             try:
