@@ -515,8 +515,8 @@ def test_a_worker_that_found_nothing_to_lease_asks_again(db_url: str, tmp_path: 
         cmd = [sys.executable, "-m", "scrapy", "runspider", spider, "-a", f"start={site.url}/start",
                *ADAPTER, "-s", f"CRASHSAFE_DB={db_url}"]  # fmt: skip
         log = tmp_path / "p.jsonl"
-        first = subprocess.Popen([*cmd, "-s", "LOG_LEVEL=INFO"], env=env(log),
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        first = subprocess.Popen([*cmd, "-s", "LOG_LEVEL=INFO"], env=env(log), text=True,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
         with reaped(first):
             # the first worker holds the start page (its server waits on the gate)
             wait_for(lambda: leased(db_url, "scrapy-idle-worker") == 1, timeout=120)
