@@ -246,7 +246,7 @@ def test_a_full_disk_is_one_line_and_the_resume_repairs_the_torn_line(small_disk
     again = run_cli(*args)
     assert again.returncode == 0, again.stderr
     found = scan(cp)
-    assert found.corrupt == 0 and not found.torn_tail
+    assert found.corrupt == 0 and not found.torn_bytes
     ids = [i for line in found.lines for i in line["ids"]]
     assert len(ids) == len(set(ids)) == 200  # each item once
 
@@ -300,3 +300,25 @@ def test_wrong_typed_lines_are_corrupt_for_report_and_run_which_name_them(
     assert f"warning: 2 corrupt line(s) in {cp} skipped (lines 2, 5)" in again.stderr
     assert "180 already done, 20 to do in 2 batches" in again.stderr
     assert len(scan(cp).done_ids()) == 200
+
+
+def test_a_last_line_without_its_newline_is_kept_and_a_torn_one_cut_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    cp = tmp_path / "counts.jsonl"
+    args = ["batch", "run", str(SAMPLE), "--checkpoint", str(cp), "--task", TASK]
+    assert run_cli(*args).returncode == 0
+    whole = cp.read_bytes()
+    cp.write_bytes(whole[:-1])  # the last line whole, its newline never written
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr
+    assert "200 already done, 0 to do in 0 batches" in again.stderr  # nothing asked again
+    assert "warning" not in again.stderr and cp.read_bytes() == whole
+    cp.write_bytes(whole[:-20])  # a line cut short: its batch is done again, and said so
+    torn = run_cli(*args)
+    assert torn.returncode == 0, torn.stderr
+    assert f"warning: cut an unfinished last line ({len(whole.splitlines()[-1]) - 19} bytes" in (
+        torn.stderr
+    )
+    assert "190 already done, 10 to do in 1 batch\n" in torn.stderr
+    assert scan(cp).corrupt == 0 and len(scan(cp).done_ids()) == 200

@@ -22,12 +22,26 @@ def test_torn_last_line_is_ignored_and_not_glued_to(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     path.write_text(json.dumps(line(["a", "b"])) + "\n" + '{"ids": ["c"], "resu')
     with Checkpoint(path) as cp:
-        assert cp.found.torn_tail and cp.found.done_ids() == {"a", "b"}
+        assert cp.found.torn_bytes == 20 and cp.found.done_ids() == {"a", "b"}
         cp.append([line(["c"])])
     found = scan(path)
     assert found.done_ids() == {"a", "b", "c"}
     assert found.corrupt == 0  # the torn fragment was cut off, not kept as a corrupt line
-    assert not found.torn_tail
+    assert not found.torn_bytes
+
+
+def test_a_whole_last_line_without_its_newline_is_kept(tmp_path: Path) -> None:
+    # A kill (or a full disk) between a line's last byte and its newline: the answers are
+    # whole, and were cut, unseen, and paid for again.
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(line(["a", "b"])) + "\n" + json.dumps(line(["c"])))
+    with Checkpoint(path) as cp:
+        assert cp.found.unterminated and not cp.found.torn_bytes
+        assert cp.found.done_ids() == {"a", "b", "c"}
+        cp.append([line(["d"])])
+    found = scan(path)
+    assert found.done_ids() == {"a", "b", "c", "d"} and found.corrupt == 0
+    assert path.read_text().endswith("\n") and not found.unterminated
 
 
 def test_corrupt_middle_line_is_skipped_and_counted(tmp_path: Path) -> None:

@@ -2,9 +2,9 @@
 
 A line is written whole with one ``write`` and made durable with ``flush`` + ``fsync``
 before the batch counts as done; the file is never rewritten. Reading is tolerant: a torn
-last line (the process died mid-write) is ignored and a newline is appended before the
-next write, so the next line is not glued to it; a corrupt line elsewhere is skipped with
-a warning and its items are simply done again.
+last line (the process died mid-write) is cut, with a warning, and its items are done
+again; a whole last line whose newline was never written is kept, the newline added; a
+corrupt line elsewhere is skipped with a warning and its items are simply done again.
 
 Two kinds of line:
 
@@ -49,7 +49,8 @@ class CheckpointScan:
     jobs: list[dict[str, Any]] = field(default_factory=list)  # the job lines' "job", in order
     corrupt: int = 0
     corrupt_at: list[int] = field(default_factory=list)  # line numbers of the first few
-    torn_tail: bool = False
+    torn_bytes: int = 0  # an unfinished last line (a write cut short): its length
+    unterminated: bool = False  # the last line is whole, but its newline was never written
 
     def corrupt_where(self) -> str:
         """``"line 3, 7"``, for messages (the first few)."""
@@ -132,6 +133,16 @@ def _valid(line: Any) -> bool:
     )
 
 
+def whole_line(tail: bytes) -> bool:
+    """Whether ``tail``, the bytes after a file's last newline, is a whole JSON object (a
+    line whose newline a kill or a full disk kept from being written): JSON cut short
+    never parses as one."""
+    try:
+        return isinstance(orjson.loads(tail), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
 def scan(path: Path) -> CheckpointScan:
     """Read every valid line of the checkpoint at ``path`` (missing file: empty)."""
     with paused_gc():
@@ -145,8 +156,12 @@ def _scan(path: Path) -> CheckpointScan:
     except FileNotFoundError:
         return result
     chunks = data.split(b"\n")
-    if chunks and chunks[-1]:  # no newline at the end: the last write was torn
-        result.torn_tail = True
+    if chunks[-1]:  # no newline at the end: the last write was cut short...
+        if whole_line(chunks[-1]):  # ...after the line itself: it is kept
+            result.unterminated = True
+            chunks.append(b"")
+        else:
+            result.torn_bytes = len(chunks[-1])
     for number, chunk in enumerate(chunks[:-1], 1):
         if not chunk.strip():
             continue
@@ -207,7 +222,9 @@ class Checkpoint:
             os.write(lock_fd, f"pid {os.getpid()}".encode())
             self._lock_fd = lock_fd
             found = self.found = scan(self.path)
-            if found.torn_tail:
+            if found.unterminated:  # (else the next line would be glued to it)
+                self._write_durably(b"\n")
+            elif found.torn_bytes:
                 self._repair_torn_tail()
         except BaseException:
             self.close()

@@ -347,6 +347,12 @@ class BatchRunner:
         with Checkpoint(self.path) as checkpoint:
             found = checkpoint.found
             self.summary.corrupt_lines = found.corrupt
+            if found.torn_bytes:
+                self.echo(
+                    f"warning: cut an unfinished last line ({found.torn_bytes} bytes, a write "
+                    f"a kill or a full disk cut short) from {self.path}; the items of any "
+                    "answer in it will be asked again"
+                )
             if found.corrupt:
                 self.echo(
                     f"warning: {found.corrupt} corrupt line(s) in {self.path} skipped "
