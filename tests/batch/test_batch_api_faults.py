@@ -396,3 +396,43 @@ def test_a_ledger_copied_beside_another_checkpoint_is_refused(tmp_path: Path) ->
         stats = server.server.snapshot()
     assert refused.returncode != 0 and "is the ledger of the checkpoint a.jsonl" in refused.stderr
     assert stats["batches_created"] == 4  # a's, nothing more
+
+
+def test_a_run_through_a_symbolic_link_to_the_checkpoint_finds_its_ledger(
+    tmp_path: Path,
+) -> None:
+    # The ledger was looked up beside the link's name: a run through the link found none,
+    # and made every chunk still at the provider again (paid twice: found by a review).
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    (tmp_path / "links").mkdir()
+    link = tmp_path / "links" / "latest.jsonl"
+    link.symlink_to(cp)
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.3)) as server:
+        run_killed_while_polling(server, src, cp)
+        made = server.server.snapshot()["batches_created"]
+        done = classify(server, src, link, *BATCH_API)
+        stats = server.server.snapshot()
+    assert done.returncode == 0, done.stderr
+    assert made == 4 and stats["batches_created"] == 4  # collected, none made again
+    assert stats["items_paid_twice"] == 0
+    assert len(answers(cp)) == 47 and not ledger_path(cp).is_symlink()
+    assert not (tmp_path / "links" / "latest.batches.jsonl").exists()
+    # and a synchronous run through the link sees a ledger with chunks still running
+    link2 = tmp_path / "links" / "second.jsonl"
+    link2.symlink_to(tmp_path / "second.jsonl")
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.3)) as server:
+        run_killed_while_polling(server, src, tmp_path / "second.jsonl")
+        sync = classify(server, src, link2)
+    assert sync.returncode != 0 and "still at the provider" in sync.stderr
+
+
+def test_a_checkpoint_with_a_second_hard_link_is_refused(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.3)) as server:
+        run_killed_while_polling(server, src, cp)
+        (tmp_path / "other.jsonl").hardlink_to(cp)
+        refused = classify(server, src, tmp_path / "other.jsonl", *BATCH_API)
+        stats = server.server.snapshot()
+    assert refused.returncode != 0
+    assert "has 2 names (hard links)" in refused.stderr and "Traceback" not in refused.stderr
+    assert stats["batches_created"] == 4

@@ -35,13 +35,50 @@ from typing import Any, TypeGuard
 
 import orjson
 
-from crashsafe.errors import StoreError
+from crashsafe.batch.checkpoint import whole_line
+from crashsafe.errors import ConfigError, StoreError
 from crashsafe.files import open_private
 
 
-def ledger_path(checkpoint: Path) -> Path:
-    """``results.jsonl`` -> ``results.batches.jsonl``."""
+def _beside(checkpoint: Path) -> Path:
     return checkpoint.with_name(checkpoint.stem + ".batches" + (checkpoint.suffix or ".jsonl"))
+
+
+def checkpoint_file(checkpoint: Path) -> Path:
+    """The file ``checkpoint`` names (a symbolic link's target, or itself)."""
+    return Path(os.path.realpath(checkpoint))
+
+
+def ledger_path(checkpoint: Path) -> Path:
+    """``results.jsonl`` -> ``results.batches.jsonl``, beside the file the checkpoint is:
+    a run through a symbolic link to it finds the same ledger (beside the link's name it
+    would find none, and pay again for every chunk still at the provider)."""
+    ledger = _beside(checkpoint_file(checkpoint))
+    named = _beside(checkpoint.absolute())
+    if named != ledger and named.exists():
+        raise ConfigError(
+            f"{checkpoint} is a link to {checkpoint_file(checkpoint)}, whose ledger is "
+            f"{ledger}, but {named} exists too: a ledger beside the link's name, whose "
+            "chunks this run would not see; keep the one that belongs to the job (move the "
+            "other aside)"
+        )
+    return ledger
+
+
+def refuse_hard_links(checkpoint: Path) -> None:
+    """Refuse a checkpoint file that has other names (hard links): a run through another
+    name would look for its ledger beside that name, not find this one, and pay again for
+    the chunks still at the provider."""
+    try:
+        links = os.stat(checkpoint).st_nlink
+    except FileNotFoundError:
+        return
+    if links > 1:
+        raise ConfigError(
+            f"{checkpoint} has {links} names (hard links): a Batch API job keeps what it "
+            "sent in a ledger named after its checkpoint, which a run through another name "
+            "would not find; keep one name (remove the other links, or copy the file)"
+        )
 
 
 @dataclass(slots=True)
@@ -99,7 +136,11 @@ class Ledger:
             ) from None
         data = self.path.read_bytes()
         keep = data.rfind(b"\n") + 1
-        if keep < len(data):  # a torn last line: its step was never done
+        if keep < len(data) and whole_line(data[keep:]):  # whole, its newline not written
+            data += b"\n"
+            self._append(b"\n")
+            keep = len(data)
+        elif keep < len(data):  # a torn last line: its step was never done
             os.ftruncate(self._fd, keep)
             os.fsync(self._fd)
         found_ids: set[str] = set()
@@ -185,8 +226,10 @@ class Ledger:
 
     def write(self, line: dict[str, Any]) -> None:
         """Append ``line`` durably (one write, fsync) before going on."""
+        self._append(orjson.dumps(line) + b"\n")
+
+    def _append(self, data: bytes) -> None:
         assert self._fd is not None, "ledger is not open"
-        data = orjson.dumps(line) + b"\n"
         try:
             view = memoryview(data)
             while view:

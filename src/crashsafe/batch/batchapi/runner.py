@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from crashsafe.batch.batchapi.ledger import Chunk, Ledger, ledger_path
+from crashsafe.batch.batchapi.ledger import (
+    Chunk,
+    Ledger,
+    checkpoint_file,
+    ledger_path,
+    refuse_hard_links,
+)
 from crashsafe.batch.batchapi.provider import Answer, BatchState, MaybeMade, Pending, Provider
 from crashsafe.batch.checkpoint import encode_line
 from crashsafe.batch.items import Inputs, Item
@@ -192,6 +198,7 @@ class BatchApiRunner(BatchRunner):
 
     # -- the job ---------------------------------------------------------------------------
     async def _schedule(self, batches: list[list[Item]]) -> None:
+        refuse_hard_links(self.path)
         ledger = Ledger(ledger_path(self.path))
         ledger.open()
         try:
@@ -238,11 +245,12 @@ class BatchApiRunner(BatchRunner):
                 f"skipped{said}: items not answered are asked again (those of a lost chunk "
                 "may be paid twice)"
             )
-        if ledger.checkpoint and ledger.checkpoint != self.path.name:
+        name = checkpoint_file(self.path).name  # (a link's target: whose ledger this is)
+        if ledger.checkpoint and ledger.checkpoint != name:
             raise ConfigError(
                 f"{ledger.path} is the ledger of the checkpoint {ledger.checkpoint}, not of "
-                f"{self.path.name} (copied or renamed?): give each its own, or rename them "
-                "back together"
+                f"{name} (copied or renamed?): give each its own, or rename them back "
+                "together"
             )
         running = [c for c in ledger.chunks.values() if c.ended is None]
         asked = [c.asked or ledger.job for c in running]
@@ -256,8 +264,8 @@ class BatchApiRunner(BatchRunner):
                     "or --accept-changed to take their answers for this job's"
                 )
             self.echo(f"--accept-changed: collecting the chunks asked with {changes}")
-        if ledger.job != self.job or ledger.checkpoint != self.path.name:
-            ledger.set_job(self.job, self.path.name)
+        if ledger.job != self.job or ledger.checkpoint != name:
+            ledger.set_job(self.job, name)
 
     async def _run_chunks(self, ledger: Ledger, batches: list[list[Item]]) -> None:
         s, o = self.settings, self.options
