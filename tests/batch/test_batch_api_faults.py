@@ -436,3 +436,30 @@ def test_a_checkpoint_with_a_second_hard_link_is_refused(tmp_path: Path) -> None
     assert refused.returncode != 0
     assert "has 2 names (hard links)" in refused.stderr and "Traceback" not in refused.stderr
     assert stats["batches_created"] == 4
+
+
+def test_a_batch_completed_before_its_files_are_listed_is_waited_for(tmp_path: Path) -> None:
+    # OpenAI has been seen to say "completed", its requests counted, before it lists the
+    # output file: taken as ended then, every request was asked (and paid for) again.
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    options = LLMServerOptions(batch_seconds=0.1, files_late_polls=3)
+    with LLMServerThread(options) as server:
+        done = classify(server, src, cp, *BATCH_API)
+        stats = server.server.snapshot()
+    assert done.returncode == 0, done.stderr
+    assert "its answer files are not listed yet: waiting for them" in done.stderr
+    assert len(answers(cp)) == 47
+    assert stats["items_paid_twice"] == 0 and stats["batches_created"] == 4
+
+
+def test_answer_files_never_listed_are_given_up_on_after_the_wait() -> None:
+    from crashsafe.batch.batchapi.openai_provider import OpenAIBatches
+
+    provider = OpenAIBatches(None, base_url="http://127.0.0.1:9", secrets=[])
+    said: list[str] = []
+    provider.say = said.append
+    assert provider._files_late("b1") == "finalizing"  # waits (600 s by default)
+    assert provider._files_late("b1") == "finalizing" and len(said) == 1  # said once
+    provider.files_late = 0.0  # the wait is over: ended, its requests asked again
+    assert provider._files_late("b1") == "completed"
+    assert "its requests are asked again" in said[-1]

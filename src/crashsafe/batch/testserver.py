@@ -39,6 +39,7 @@ class LLMServerOptions:
     expire_every: int = 0  # every Nth batch expires half done
     line_error_every: int = 0  # every Nth line of a batch answers 500
     hang_polls: bool = False  # a look at a batch never answers (Ctrl-C must still stop a run)
+    files_late_polls: int = 0  # a completed batch's first N looks show no files yet (OpenAI)
 
 
 def label_for(text: str, labels: list[str]) -> str:

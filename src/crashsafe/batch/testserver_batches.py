@@ -72,6 +72,7 @@ class _Batch:
     )
     times: dict[str, int] = field(default_factory=dict)
     errors: dict[str, Any] | None = None  # why a failed batch failed
+    files_late: int = 0  # looks left that show it completed, its files not listed yet
 
     def json(self) -> dict[str, Any]:
         return {
@@ -202,7 +203,11 @@ class BatchesStandIn:
         if batch is None:
             return _error(404, "no such batch")
         self._advance(batch)
-        return web.json_response(batch.json())
+        answer = batch.json()
+        if batch.files_late > 0:  # (OpenAI has been seen to list the files a moment later)
+            batch.files_late -= 1
+            answer.update(output_file_id=None, error_file_id=None)
+        return web.json_response(answer)
 
     async def list_batches(self, request: web.Request) -> web.Response:
         for batch in self.batches.values():
@@ -273,6 +278,7 @@ class BatchesStandIn:
         batch.counts.update(completed=len(out), failed=len(errors))
         batch.status = batch.ended = status
         batch.times.setdefault(f"{status}_at", int(time.time()))
+        batch.files_late = self.server.options.files_late_polls
 
     def _file_of(self, filename: str, lines: list[dict[str, Any]]) -> str:
         data = "".join(json.dumps(line) + "\n" for line in lines).encode()

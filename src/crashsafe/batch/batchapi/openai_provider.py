@@ -6,6 +6,7 @@ killed half-way with what the provider holds.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import openai
@@ -21,6 +22,8 @@ from crashsafe.batch.batchapi.provider import (
 )
 from crashsafe.batch.llm import REFUSES_EVERYTHING
 
+FILES_LATE = 600.0  # seconds a completed batch's answer files may take to be listed
+
 
 class OpenAIBatches(RetriedCalls):
     """The provider, for one job: ``client`` is the classifier's ``AsyncOpenAI``."""
@@ -29,6 +32,11 @@ class OpenAIBatches(RetriedCalls):
     uses_files = True
     refuses = REFUSES_EVERYTHING
     client: openai.AsyncOpenAI
+
+    def __init__(self, client: Any, **options: Any) -> None:
+        super().__init__(client, **options)
+        self._late: dict[str, float] = {}  # batch id -> when it was first seen without files
+        self.files_late = FILES_LATE
 
     def _errors(self) -> tuple[type[Exception], tuple[type[Exception], ...]]:
         return openai.APIStatusError, (openai.APIConnectionError, openai.APITimeoutError)
@@ -116,11 +124,36 @@ class OpenAIBatches(RetriedCalls):
         counts = found.request_counts
         errors = getattr(found.errors, "data", None) or []
         said = "; ".join(str(e.message or e.code) for e in errors[:3])
+        status = str(found.status)
+        if (
+            status == "completed"
+            and not found.output_file_id
+            and not found.error_file_id
+            and counts is not None
+            and (counts.completed or counts.failed)
+        ):
+            status = self._files_late(batch_id)
         return BatchState(
-            str(found.status), found.output_file_id, found.error_file_id,
+            status, found.output_file_id, found.error_file_id,
             counts.completed if counts else 0, counts.failed if counts else 0,
             counts.total if counts else 0, said, batch_id,
         )  # fmt: skip
+
+    def _files_late(self, batch_id: str) -> str:
+        """The status of a batch said completed, with requests answered, whose files are
+        not listed yet (OpenAI has been seen to list them a moment later): still
+        ``finalizing`` for up to ``files_late`` seconds, then ``completed`` (its requests are
+        asked again). Taken as ended at once, every request was paid for twice."""
+        now = time.monotonic()
+        first = self._late.setdefault(batch_id, now)
+        if first == now:
+            self.say(f"batch-api: batch {batch_id} completed, but its answer files are not "
+                     "listed yet: waiting for them")  # fmt: skip
+        if now - first < self.files_late:
+            return "finalizing"
+        self.say(f"batch-api: batch {batch_id} completed without answer files after "
+                 f"{self.files_late:.0f} s: its requests are asked again")  # fmt: skip
+        return "completed"
 
     async def answers(self, state: BatchState) -> dict[str, Answer]:
         """The output file's answers and the error file's failures (an answer, if both
