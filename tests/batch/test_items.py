@@ -16,13 +16,44 @@ def test_jsonl_ids_from_field_or_text_and_duplicates_folded(tmp_path: Path) -> N
         '{"text": "Great  kettle"}\n'
         "\n"
         '{"text": "great kettle "}\n'
-        '{"id": "r1", "text": "again"}\n'
+        '{"id": "r1", "text": "Good"}\n'
     )
     inputs = read_items(src)
     assert [i.id for i in inputs.items] == ["r1", stable_text_id("Great kettle")]
     assert inputs.duplicates == 2
     by_position = read_items(src, key_by="position")
     assert len(by_position.items) == 4 and by_position.duplicates == 0
+
+
+def test_one_id_with_two_texts_is_refused_naming_both_lines(tmp_path: Path) -> None:
+    # Folded, the second text got the first one's answer (found by a review).
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": "a", "text": "I love it"}\n{"id": "b", "text": "ok"}\n'
+                   '{"id": "a", "text": "terrible, refund please"}\n')  # fmt: skip
+    with pytest.raises(
+        ConfigError, match=r"in.jsonl:3: id 'a' again, with another text than on line 1"
+    ):
+        read_items(src)
+    src.write_text('{"id": 1, "text": "one"}\n{"id": "1", "text": "two"}\n')  # one id, "1"
+    with pytest.raises(ConfigError, match="id '1' again"):
+        read_items(src)
+    assert len(read_items(src, key_by="position").items) == 2  # as it says
+
+
+@pytest.mark.parametrize("value", ["null", "[1, 2]", '{"a": 1}', "true"])
+def test_a_text_that_is_not_text_is_refused(value: str, tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text(f'{{"id": "a", "text": "fine"}}\n{{"id": "b", "text": {value}}}\n')
+    with pytest.raises(ConfigError, match=r"in.jsonl:2: field 'text' holds .*, not text"):
+        read_items(src)
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".csv"])
+def test_text_or_csv_that_is_not_utf8_is_one_line(suffix: str, tmp_path: Path) -> None:
+    src = tmp_path / f"in{suffix}"
+    src.write_bytes(b"text\nfine\ncaf\xe9 au lait\n")
+    with pytest.raises(ConfigError, match=r"not UTF-8 after line \d+ .*iconv"):
+        read_items(src)
 
 
 def test_csv_and_text(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ class Item:
 
 @dataclass(slots=True)
 class Inputs:
-    """Items in input order, with duplicates folded."""
+    """Items in input order, with duplicates (the same id and text) folded."""
 
     items: list[Item]
     duplicates: int = 0
@@ -59,14 +59,21 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
                     raise ConfigError(f"{path}:{n}: each line must be a JSON object")
                 yield n, value
         return
-    with path.open(encoding="utf-8", newline="") as f:
-        if suffix == ".csv":
-            for n, row in enumerate(csv.DictReader(f), 2):
-                yield n, dict(row)
-        else:
-            for n, line in enumerate(f, 1):
-                if line.strip():
-                    yield n, line.rstrip("\n")
+    n = 0
+    try:
+        with path.open(encoding="utf-8", newline="") as f:
+            if suffix == ".csv":
+                for n, row in enumerate(csv.DictReader(f), 2):
+                    yield n, dict(row)
+            else:
+                for n, line in enumerate(f, 1):
+                    if line.strip():
+                        yield n, line.rstrip("\n")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 after line {n} ({exc.reason} at byte {exc.start} of a "
+            f"read): convert it, e.g. iconv -f latin1 -t utf-8 {path} > utf8{path.suffix}"
+        ) from None
 
 
 def in_shard(item_id: str, shard: tuple[int, int] | None) -> bool:
@@ -116,7 +123,13 @@ def every_item(
                 f"{path}:{line}: no field {text_field!r}; choose one with --text-field "
                 f"(fields here: {', '.join(map(str, data)) or 'none'})"
             )
-        text = str(data[text_field])
+        value = data[text_field]
+        if value is None or isinstance(value, (dict, list, bool)):
+            raise ConfigError(
+                f"{path}:{line}: field {text_field!r} holds {orjson.dumps(value).decode()[:40]}"
+                ", not text; fix the input or choose another field with --text-field"
+            )
+        text = str(value)
         if key_by == "position":
             item_id = (
                 "P"
@@ -138,14 +151,24 @@ def _read_items(
     key_by: KeyBy,
     shard: tuple[int, int] | None,
 ) -> Inputs:
-    seen: set[str] = set()
+    # id -> its first line and a hash of its text (an id from the text names that text)
+    seen: dict[str, tuple[int, int]] = {}
     result = Inputs(items=[])
     for item in every_item(path, id_field=id_field, text_field=text_field, key_by=key_by):
         item_id = item.id
-        if item_id in seen:
+        given = bool(id_field) and item.data.get(id_field or "") not in (None, "")
+        text = hash(item.text) if given and key_by == "content" else 0
+        first = seen.get(item_id)
+        if first is not None:
+            if first[1] != text:
+                raise ConfigError(
+                    f"{path}:{item.line}: id {item_id!r} again, with another text than on "
+                    f"line {first[0]}: one id, one answer, so one of them would get the "
+                    "other's; give each its own id (or --key-by position)"
+                )
             result.duplicates += 1
             continue
-        seen.add(item_id)
+        seen[item_id] = (item.line, text)
         if not in_shard(item_id, shard):
             result.skipped_by_shard += 1
             continue
