@@ -318,6 +318,28 @@ def test_a_message_batch_made_before_items_were_removed_is_still_found(tmp_path:
     assert len(answers(cp)) == 42
 
 
+def test_a_message_batch_made_after_items_were_removed_is_still_found(tmp_path: Path) -> None:
+    # Killed once its chunk's intent is written; a request's items leave the input; killed
+    # again once its batch is made, without that request: the batch was looked for with
+    # the intent's three requests, not found, and made again (paid twice: a review).
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    anthropic = ["--provider", "anthropic"]
+    with LLMServerThread(LLMServerOptions(batch_seconds=600)) as server:
+        for step in ("intent", "created"):
+            killed = classify(server, src, cp, *BATCH_API, *anthropic,
+                              env={"CRASHSAFE_KILL_AT": step})  # fmt: skip
+            assert killed.returncode == -signal.SIGKILL, killed.stderr
+            if step == "intent":  # r5-r9, c000001's second request, leave the input
+                rows = src.read_text().splitlines()
+                src.write_text("\n".join(rows[:5] + rows[10:]) + "\n")
+        code, said = run_until_waiting(server, command(server, src, cp, *anthropic))
+        stats = server.server.snapshot()
+    assert code == 0, said
+    assert "c000001 found at the provider" in said
+    assert stats["batches_created"] == 4 and stats["items_paid_twice"] == 0, said
+    assert len(answers(cp)) == 42
+
+
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_a_batch_made_by_a_call_whose_answer_was_lost_is_not_made_again(
     provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -110,7 +110,9 @@ class AnthropicBatches(RetriedCalls):
                 counts = batch.request_counts
                 size = sum((counts.processing, counts.succeeded, counts.errored,
                             counts.canceled, counts.expired))  # fmt: skip
-                if batch.id not in known and size == len(custom_ids):
+                # (fewer requests than the intent's: items left the input before it was
+                # made, and their requests were not sent)
+                if batch.id not in known and 0 < size <= len(custom_ids):
                     found.append(batch)
             return found
 
@@ -119,7 +121,8 @@ class AnthropicBatches(RetriedCalls):
             return PENDING
         for batch in found:
             results = await self._results(str(batch.id))
-            if results is not None and set(results) == wanted:
+            # A request's custom_id is the job's and its items': only this chunk asks them.
+            if results and set(results) <= wanted:
                 return str(batch.id)
         return None
 
