@@ -485,3 +485,19 @@ def test_answer_files_never_listed_are_given_up_on_after_the_wait() -> None:
     provider.files_late = 0.0  # the wait is over: ended, its requests asked again
     assert provider._files_late("b1") == "completed"
     assert "its requests are asked again" in said[-1]
+
+
+def test_a_ledger_given_as_the_checkpoint_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.3)) as server:
+        run_killed_while_polling(server, src, cp)
+        ledger = ledger_path(cp)
+        before = ledger.read_bytes()
+        refused = classify(server, src, ledger)
+        report = subprocess.run([*CLI, "batch", "report", str(ledger)], env=cli_env(),
+                                text=True, capture_output=True, timeout=60)  # fmt: skip
+        stats = server.server.snapshot()
+    for said in (refused, report):
+        assert said.returncode != 0 and "Traceback" not in said.stderr
+        assert f"{ledger} is the ledger of a Batch API job, not a checkpoint" in said.stderr
+    assert ledger.read_bytes() == before and stats["batches_created"] == 4

@@ -51,6 +51,7 @@ class CheckpointScan:
     corrupt_at: list[int] = field(default_factory=list)  # line numbers of the first few
     torn_bytes: int = 0  # an unfinished last line (a write cut short): its length
     unterminated: bool = False  # the last line is whole, but its newline was never written
+    ledger_lines: int = 0  # lines of a Batch API ledger (given as a checkpoint by mistake?)
 
     def corrupt_where(self) -> str:
         """``"line 3, 7"``, for messages (the first few)."""
@@ -173,6 +174,8 @@ def _scan(path: Path) -> CheckpointScan:
             result.lines.append(line)
         elif isinstance(line, dict) and isinstance(line.get("job"), dict) and "ids" not in line:
             result.jobs.append(line["job"])
+        elif isinstance(line, dict) and ("job_id" in line or "chunk" in line):
+            result.ledger_lines += 1  # (a Batch API ledger's: see batchapi/ledger.py)
         else:
             result.corrupt += 1
             if len(result.corrupt_at) < CORRUPT_SHOWN:
@@ -222,6 +225,11 @@ class Checkpoint:
             os.write(lock_fd, f"pid {os.getpid()}".encode())
             self._lock_fd = lock_fd
             found = self.found = scan(self.path)
+            if found.ledger_lines and not found.lines:
+                raise ConfigError(
+                    f"{self.path} is the ledger of a Batch API job, not a checkpoint: give "
+                    "the job's checkpoint (its name without .batches)"
+                )
             if found.unterminated:  # (else the next line would be glued to it)
                 self._write_durably(b"\n")
             elif found.torn_bytes:

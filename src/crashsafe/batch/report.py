@@ -78,7 +78,12 @@ def build_report(
         if not path.exists():
             raise ConfigError(f"checkpoint {path} does not exist")
         found = scan(path)
-        report.corrupt_lines += found.corrupt
+        if found.ledger_lines and not found.lines:
+            raise ConfigError(
+                f"{path} is the ledger of a Batch API job, not a checkpoint: give the job's "
+                "checkpoint (its name without .batches)"
+            )
+        report.corrupt_lines += found.corrupt + found.ledger_lines
         for line in found.lines:
             report.batches += 1
             add_usage(report.usage, line.get("usage") or {})
