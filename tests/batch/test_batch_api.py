@@ -399,3 +399,22 @@ def test_a_checkpoint_written_by_d0670a4_goes_on_through_the_batch_api(tmp_path:
     assert done.returncode == 0, done.stderr
     assert "3 already done, 7 to do" in done.stderr
     assert len(answers(cp)) == 10 and stats["items_billed"] == 7
+
+
+def test_a_chunks_file_with_its_newlines_stays_under_the_size_limit(tmp_path: Path) -> None:
+    src = reviews(tmp_path)
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.05)) as server:
+        two = classify(server, src, tmp_path / "two.jsonl", *BATCH_API[:4],
+                       "--chunk-requests", "2")  # fmt: skip
+        assert two.returncode == 0, two.stderr
+        first = min((f for f in server.server.batches.files.values() if f.purpose == "batch"),
+                    key=lambda f: f.filename)  # fmt: skip
+    assert first.data.count(b"\n") == 2
+    limit = len(first.data) - 1  # the same two requests, one byte too many (a newline)
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.05)) as server:
+        done = classify(server, src, tmp_path / "one.jsonl", *BATCH_API[:4],
+                        "--chunk-mb", str(limit / 10**6))  # fmt: skip
+        files = [f.data for f in server.server.batches.files.values() if f.purpose == "batch"]
+    assert done.returncode == 0, done.stderr
+    assert files and max(map(len, files)) <= limit  # (the newlines were not counted)
+    assert len(answers(tmp_path / "one.jsonl")) == 47

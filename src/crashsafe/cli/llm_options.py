@@ -126,7 +126,7 @@ class LLMOptions:
         most_requests, most_mb = PROVIDER_LIMITS[self.provider]
         return BatchApiOptions(
             poll_seconds=self.poll_seconds, chunk_requests=self.chunk_requests or most_requests,
-            chunk_bytes=int((self.chunk_mb or most_mb) * 2**20), discount=self.batch_discount,
+            chunk_bytes=int((self.chunk_mb or most_mb) * 10**6), discount=self.batch_discount,
             finish_sync_below=below, provider=self.provider,
             api_key=os.environ.get("ANTHROPIC_API_KEY", "") if self.provider == "anthropic"
             else "",

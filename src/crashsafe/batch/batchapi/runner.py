@@ -79,7 +79,8 @@ class BatchApiOptions:
     Attributes:
         poll_seconds, poll_max: the first wait between two looks at the batches, and the
             longest (it grows by half each time nothing changed).
-        chunk_requests, chunk_bytes: a chunk's limits (OpenAI: 50 000 requests, 200 MB).
+        chunk_requests, chunk_bytes: a chunk's limits (OpenAI: 50 000 requests, 200 MB;
+            a megabyte read as 10**6 bytes, the smaller reading).
         discount: batch prices as a share of ``--price-in``/``--price-out`` (0.5: half).
         output_tokens_per_item: ``max_tokens`` of a request is this per item, plus 20: the
             worst case a spend cap is checked against.
@@ -90,7 +91,7 @@ class BatchApiOptions:
     poll_seconds: float = 30.0
     poll_max: float = 300.0
     chunk_requests: int = 50_000
-    chunk_bytes: int = 200 * 2**20
+    chunk_bytes: int = 200 * 10**6
     discount: float = 0.5
     output_tokens_per_item: int = 40
     finish_sync_below: int = 0
@@ -377,7 +378,8 @@ class BatchApiRunner(BatchRunner):
         size = 0
         while waiting and waiting[0][1] == attempt and len(groups) < o.chunk_requests:
             group = waiting[0][0]
-            line = len(orjson.dumps(self._request("j" + "0" * 16, [i.id for i in group], group)))
+            request = self._request("j" + "0" * 16, [i.id for i in group], group)
+            line = len(orjson.dumps(request)) + 1  # (and its newline)
             if groups and size + line > o.chunk_bytes:
                 break
             groups.append(waiting.pop(0)[0])
