@@ -501,3 +501,38 @@ def test_a_ledger_given_as_the_checkpoint_is_refused_and_left_as_it_was(tmp_path
         assert said.returncode != 0 and "Traceback" not in said.stderr
         assert f"{ledger} is the ledger of a Batch API job, not a checkpoint" in said.stderr
     assert ledger.read_bytes() == before and stats["batches_created"] == 4
+
+
+def test_a_batch_the_provider_refuses_ends_its_chunk_and_the_job_goes_on(tmp_path: Path) -> None:
+    # A 400 on making a batch (a file too large, say) left its chunk "still at the
+    # provider" for good: every synchronous run refused ("would be paid twice") though the
+    # provider had made nothing, and only moving the ledger aside got out (a review).
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    options = LLMServerOptions(batch_seconds=0.05, refuse_batches=True)
+    with LLMServerThread(options) as server:
+        refused = classify(server, src, cp, *BATCH_API)
+        assert refused.returncode != 0 and "this batch is refused" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        sync = classify(server, src, cp)  # nothing is at the provider: it may ask them
+        server.server.options = replace(options, refuse_batches=False)
+        stats = server.server.snapshot()
+    assert sync.returncode == 0, sync.stderr
+    assert len(answers(cp)) == 47 and stats["batches_created"] == 0
+    chunks = Ledger(ledger_path(cp))
+    chunks.open()
+    chunks.close()
+    assert [c.ended for c in chunks.chunks.values()] == ["refused"]
+
+
+def test_after_a_refused_batch_the_next_batch_api_run_asks_its_items_again(
+    tmp_path: Path,
+) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    options = LLMServerOptions(batch_seconds=0.05, refuse_batches=True)
+    with LLMServerThread(options) as server:
+        assert classify(server, src, cp, *BATCH_API).returncode != 0
+        server.server.options = replace(options, refuse_batches=False)
+        done = classify(server, src, cp, *BATCH_API)
+        stats = server.server.snapshot()
+    assert done.returncode == 0, done.stderr
+    assert len(answers(cp)) == 47 and stats["items_paid_twice"] == 0

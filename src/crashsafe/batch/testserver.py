@@ -40,6 +40,7 @@ class LLMServerOptions:
     line_error_every: int = 0  # every Nth line of a batch answers 500
     hang_polls: bool = False  # a look at a batch never answers (Ctrl-C must still stop a run)
     files_late_polls: int = 0  # a completed batch's first N looks show no files yet (OpenAI)
+    refuse_batches: bool = False  # making a batch answers 400 (too large, a bad request)
 
 
 def label_for(text: str, labels: list[str]) -> str:

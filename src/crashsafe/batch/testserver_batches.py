@@ -178,6 +178,8 @@ class BatchesStandIn:
         source = self.files.get(str(body.get("input_file_id")))
         if source is None:
             return _error(400, "input_file_id: no such file")
+        if self.server.options.refuse_batches:
+            return _error(400, "this batch is refused (the stand-in's refuse_batches)")
         metadata = {str(k): str(v) for k, v in (body.get("metadata") or {}).items()}
         number = len(self.batches) + 1
         batch = _Batch(

@@ -15,7 +15,7 @@ checkpoints that map to one ledger). Lines:
   uploaded (the job id and what was asked again, for a damaged first line);
 - ``{"chunk": ..., "file": "file-..."}``: once the upload answered;
 - ``{"chunk": ..., "batch": "batch_..."}``: once the batch was created;
-- ``{"chunk": ..., "ended": "completed|expired|cancelled|failed", "failed": N,
+- ``{"chunk": ..., "ended": "completed|expired|cancelled|failed|refused", "failed": N,
   "usage_failed": {...}}``: once its results are in the checkpoint.
 
 A run killed between two of these finds, for each chunk not ended, how far it got, and

@@ -431,7 +431,11 @@ class BatchApiRunner(BatchRunner):
             if found is None:
                 requests = self._requests_of(ledger.job_id, chunk)
                 data = b"".join(orjson.dumps(r) + b"\n" for r in requests)
-                found = await self.provider.upload(chunk.filename, data)
+                try:
+                    found = await self.provider.upload(chunk.filename, data)
+                except EndpointError:  # (its file never taken: no batch was made of it)
+                    self._refused(ledger, chunk)
+                    raise
                 killpoint("uploaded")
             else:
                 self.echo(f"batch-api: chunk {chunk.name}: its file, uploaded by a run "
@@ -441,6 +445,14 @@ class BatchApiRunner(BatchRunner):
             killpoint("file")
         if chunk.batch_id is None:
             await self._make_batch(ledger, chunk)
+
+    def _refused(self, ledger: Ledger, chunk: Chunk) -> None:
+        """The provider refused ``chunk``'s file or batch (a 4xx: too large, a bad request,
+        a wrong key), right after a look for one found none: no batch of it exists, so it
+        ends here, and its items are asked again by the next run, in a new chunk (or by a
+        synchronous run, which a chunk still running would refuse)."""
+        ledger.write({"chunk": chunk.name, "ended": "refused", "failed": 0})
+        chunk.ended = "refused"
 
     async def _make_batch(self, ledger: Ledger, chunk: Chunk) -> None:
         """The batch step of ``_submit``: look for one first where one may exist (a chunk
@@ -475,6 +487,9 @@ class BatchApiRunner(BatchRunner):
                               f"{delay:.1f} s")  # fmt: skip
                     await asyncio.sleep(delay)
                     continue
+                except EndpointError:  # a 4xx: not made (MaybeMade says when it may be)
+                    self._refused(ledger, chunk)
+                    raise
                 killpoint("created")
             ledger.write({"chunk": chunk.name, "batch": batch})
             chunk.batch_id = batch
