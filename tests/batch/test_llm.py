@@ -130,6 +130,22 @@ def test_validate_names_the_problem() -> None:
         validate('{"labels": "nope"', items, LABELS)
 
 
+def test_ids_that_would_end_their_brackets_or_line_are_answered(tmp_path: Path) -> None:
+    # "[a]b] text" ended its id at the first "]": never answered, paid for on every run
+    odd = ["a]b", "[z]", 'say "hi"', '"quoted"', "two\nlines", "plain"]
+    src, cp = tmp_path / "odd.jsonl", tmp_path / "r.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "text": f"I love it {n}"}) + "\n"
+                           for n, i in enumerate(odd)))  # fmt: skip
+    with LLMServerThread() as server:
+        summary = classify(server.base_url, src, cp)
+    assert summary.items_ok == len(odd) and summary.batches_failed == 0
+    assert scan(cp).done_ids() == set(odd)
+    items = [Item("a]b", "x")]  # a model that echoes the id as the prompt showed it
+    assert validate('{"labels": [{"id": "\\"a]b\\"", "label": "neutral"}]}', items, LABELS) == [
+        {"label": "neutral"}
+    ]
+
+
 @pytest.mark.parametrize(
     ("status", "hint"),
     [(401, "check OPENAI_API_KEY"), (403, "not allowed"), (404, "check --base-url"), (400, "")],

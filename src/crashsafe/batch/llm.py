@@ -25,7 +25,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, ValidationError
 
 from crashsafe.batch.items import Item
-from crashsafe.batch.prompt import system_prompt, user_prompt
+from crashsafe.batch.prompt import shown_id, system_prompt, user_prompt
 from crashsafe.batch.task import BatchOutput, BatchTaskError, Usage, add_usage
 from crashsafe.errors import ConfigError, EndpointError
 from crashsafe.retry_after import retry_after_seconds
@@ -103,13 +103,19 @@ def validate(text: str, items: Sequence[Item], labels: Sequence[str]) -> list[di
     except ValidationError as exc:
         raise ValueError(f"not the JSON object asked for ({exc.errors()[0]['msg']})") from None
     got = {entry.id: entry.label for entry in answer.labels}
-    missing = [item.id for item in items if item.id not in got]
+    # (an id the prompt showed quoted may come back as shown)
+    found: dict[str, str] = {}
+    for item in items:
+        label = got.get(item.id, got.get(shown_id(item.id)))
+        if label is not None:
+            found[item.id] = label
+    missing = [item.id for item in items if item.id not in found]
     if missing:
-        raise ValueError(f"no label for id(s) {', '.join(missing[:5])}")
+        raise ValueError(f"no label for id(s) {', '.join(map(repr, missing[:5]))}")
     unknown = sorted({label for label in got.values() if label not in labels})
     if unknown:
         raise ValueError(f"label(s) {', '.join(unknown)} not among {', '.join(labels)}")
-    return [{"label": got[item.id]} for item in items]
+    return [{"label": found[item.id]} for item in items]
 
 
 class TaskBug(Exception):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 
 from crashsafe.batch.items import Item
 
 _LABELS = re.compile(r"^Labels: (.+)$", re.MULTILINE)
-_ITEM = re.compile(r"^\[([^\]]+)\] (.*)$", re.MULTILINE)
+_ITEM = re.compile(r'^\[("(?:[^"\\\n]|\\.)*"|[^\]\n]+)\] (.*)$', re.MULTILINE)
+_ODD_ID = re.compile(r'[\]\r\n]|^"')  # would end its brackets or its line, or look quoted
 
 
 def system_prompt(labels: Sequence[str]) -> str:
@@ -20,8 +22,14 @@ def system_prompt(labels: Sequence[str]) -> str:
     )
 
 
+def shown_id(item_id: str) -> str:
+    """An id as the prompt shows it: itself, or JSON-quoted if it holds a ``]`` or a line
+    break (it would end its brackets, or its line, early: never answerable)."""
+    return json.dumps(item_id) if _ODD_ID.search(item_id) else item_id
+
+
 def user_prompt(items: Sequence[Item]) -> str:
-    return "\n".join(f"[{item.id}] {' '.join(item.text.split())}" for item in items)
+    return "\n".join(f"[{shown_id(item.id)}] {' '.join(item.text.split())}" for item in items)
 
 
 def parse_labels(system: str) -> list[str]:
@@ -30,4 +38,4 @@ def parse_labels(system: str) -> list[str]:
 
 
 def parse_items(user: str) -> list[tuple[str, str]]:
-    return _ITEM.findall(user)
+    return [(json.loads(i) if i.startswith('"') else i, text) for i, text in _ITEM.findall(user)]
