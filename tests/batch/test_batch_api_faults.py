@@ -221,6 +221,27 @@ def test_an_answer_in_both_files_is_taken_not_asked_again(tmp_path: Path) -> Non
     assert stats["batches_created"] == 4 and len(answers(cp)) == 47
 
 
+def test_a_request_answered_twice_differently_is_said(tmp_path: Path) -> None:
+    src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1)) as server:
+        stand_in = server.server.batches
+        original_end = stand_in._end
+
+        def end(batch: Any, status: str, *, answer_up_to: int | None) -> None:
+            original_end(batch, status, answer_up_to=answer_up_to)
+            out = stand_in.files[batch.output_file_id]
+            first = json.loads(out.data.splitlines()[0])
+            body = first["response"]["body"]
+            body["choices"][0]["message"]["content"] += " "  # another answer, same request
+            out.data += (json.dumps(first) + "\n").encode()
+
+        stand_in._end = end  # type: ignore[method-assign]
+        done = classify(server, src, cp, *BATCH_API)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("answered 1 request(s) twice, differently") == 4
+    assert len(answers(cp)) == 47
+
+
 def test_a_batch_gone_at_the_provider_is_asked_again(tmp_path: Path) -> None:
     src, cp = reviews(tmp_path), tmp_path / "out.jsonl"
     with LLMServerThread(LLMServerOptions(batch_seconds=30)) as server:

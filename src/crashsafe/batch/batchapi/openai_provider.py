@@ -159,6 +159,7 @@ class OpenAIBatches(RetriedCalls):
         """The output file's answers and the error file's failures (an answer, if both
         hold the same request); a file gone at the provider answers nothing."""
         found: dict[str, Answer] = {}
+        conflicting = 0  # requests answered twice, differently (the first answer is kept)
         for file_id in (state.output_file_id, state.error_file_id):
             content = await self.content(file_id) if file_id else None
             if content is None:
@@ -176,6 +177,11 @@ class OpenAIBatches(RetriedCalls):
                     prior = found.get(line["custom_id"])
                     if prior is None or prior.text is None:
                         found[line["custom_id"]] = answer  # an answer is never replaced
+                    elif answer.text is not None and answer.text != prior.text:
+                        conflicting += 1
+        if conflicting:
+            self.say(f"batch-api: batch {state.batch_id} answered {conflicting} request(s) "
+                     "twice, differently: the first answer of each is kept")  # fmt: skip
         return found
 
 
