@@ -311,6 +311,8 @@ def test_requests_scrapy_ends_without_telling_end_their_pages(db_url: str, tmp_p
         if request.path == "/bomb":
             body = gzip.compress(b"0" * 200_000)
             return web.Response(body=body, headers={"Content-Encoding": "gzip"})
+        if request.path == "/doc.pdf":
+            return web.Response(body=b"%PDF-1.4", content_type="application/pdf")
         return web.Response(text="<p>here</p>", content_type="text/html")
 
     app = web.Application()
@@ -319,7 +321,9 @@ def test_requests_scrapy_ends_without_telling_end_their_pages(db_url: str, tmp_p
     with AppThread(app) as site:
         cmd = [sys.executable, "-m", "scrapy", "runspider", spider, "-a", f"start={site.url}/",
                "-s", "LOG_LEVEL=INFO", *ADAPTER, "-s", f"CRASHSAFE_DB={db_url}",
-               "-s", "REDIRECT_MAX_TIMES=3", "-s", "DOWNLOAD_MAXSIZE=10000"]  # fmt: skip
+               "-s", "REDIRECT_MAX_TIMES=3", "-s", "DOWNLOAD_MAXSIZE=10000",
+               "-s", 'DOWNLOADER_MIDDLEWARES={"offsite_redirect_spider.SkipNonHtml": 500, '
+                     '"crashsafe.contrib.scrapy.CrashsafeDownloaderMiddleware": 10}']  # fmt: skip
         runs = [run(cmd, tmp_path / "p.jsonl") for _ in range(2)]  # (the second: no work)
     for done in runs:
         assert done.returncode == 0, done.stderr
@@ -333,11 +337,18 @@ def test_requests_scrapy_ends_without_telling_end_their_pages(db_url: str, tmp_p
         "redirect to http://other.example/r not followed (dropped by Scrapy)",
         302,
     ]
-    assert rows["loop"] == ["failed", LOST, None] and rows["bomb"] == ["failed", LOST, None]
+    # Scrapy's own IgnoreRequests fail their pages; one of the spider's skips it (as one
+    # in process_request does), and its errback still runs; another exception fails it
+    assert rows["loop"] == ["failed", "IgnoreRequest: max redirections reached", None]
+    assert rows["bomb"][0] == "failed" and "exceeded DOWNLOAD_MAXSIZE" in rows["bomb"][1]
+    assert rows["doc.pdf"] == ["done", "ignored: not HTML", None]
+    assert rows["broken-mw"] == ["failed", "ValueError: the middleware's own bug", None]
+    assert runs[0].stderr.count("errback saw IgnoreRequest('not HTML')") == 1
+    assert LOST not in runs[0].stderr  # each said at once, not once Scrapy ran dry
     assert rows[""][0] == rows["here"][0] == "done"
     status = run_cli("status", "--db", db_url, "--json")
     [row] = json.loads(status.stdout)
-    assert row["repeated"] == 0 and row["failed"] == 2
+    assert row["repeated"] == 0 and row["failed"] == 3
     # offsite links: checked by Scrapy's own filter before they are stored, and counted
     assert not any("other.example/x" in url for url in rows) and row["links_offsite"] == 2
     assert "'offsite/filtered': 3" in runs[0].stderr  # (Scrapy's: 2 links, 1 redirect)

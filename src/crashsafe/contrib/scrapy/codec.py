@@ -18,6 +18,7 @@ from typing import Any
 from scrapy import Request, Spider
 from scrapy.utils.request import request_from_dict
 
+from crashsafe.contrib.scrapy.errbacks import original
 from crashsafe.errors import ConfigError
 from crashsafe.ids import canonical_url
 from crashsafe.sealed import Sealer, secret_body
@@ -44,6 +45,8 @@ def encode(request: Request, spider: Spider, sealer: Sealer | None = None) -> st
     made JSON, its secrets sealed by ``sealer`` (credential headers, cookies, a proxy's
     password: crashsafe/sealed.py). Raises ConfigError naming what cannot be stored (a
     callback that is not a spider method, meta that is not JSON, a secret without a key)."""
+    if (errback := original(request.errback)) is not request.errback:
+        request = request.replace(errback=errback)  # (the spider's own, not crashsafe's)
     try:
         d = request.to_dict(spider=spider)
     except ValueError as exc:  # a callback that is not a method of the spider

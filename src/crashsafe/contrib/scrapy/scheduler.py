@@ -18,8 +18,10 @@
   drops a redirect off the allowed domains so, telling nobody) ends its page: done,
   "redirect to ... not followed", as a crawl of crashsafe's own ends it.
 - A request Scrapy ends with no response and no error a middleware of crashsafe's sees
-  (an ``IgnoreRequest`` raised in a downloader middleware's ``process_response``: "max
-  redirections reached", a size cap while decompressing) fails its page once Scrapy has
+  (an exception raised in a downloader middleware's ``process_response``: "max
+  redirections reached", a size cap while decompressing, a middleware that skips what
+  is not HTML) reaches the errback every leased request carries (``errbacks.py``), which
+  settles its page. Should one end unseen even so, its page fails once Scrapy has
   nothing left in flight: it asks the scheduler whether work remains only then, and a
   lease still held by then has no request anywhere.
 - Requests that callbacks yield never come here: the spider middleware commits them with
@@ -37,6 +39,7 @@ from scrapy.core.scheduler import BaseScheduler
 from scrapy.crawler import Crawler
 
 from crashsafe.contrib.scrapy.codec import LEASE_META, decode
+from crashsafe.contrib.scrapy.errbacks import Settles
 from crashsafe.contrib.scrapy.frontier import Frontier, logger
 from crashsafe.errors import CrashsafeError
 from crashsafe.store import Lease, PageOutcome
@@ -255,6 +258,7 @@ class CrashsafeScheduler(BaseScheduler):
         assert self.spider is not None and lease.request is not None
         request = decode(lease.request, self.spider, self.frontier.sealer)
         request.meta[LEASE_META] = lease.grant_id
+        request.errback = Settles(self.frontier, request.errback)  # (see errbacks.py)
         return request
 
     def has_pending_requests(self) -> bool:
