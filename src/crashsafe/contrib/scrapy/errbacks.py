@@ -42,6 +42,9 @@ class Settles:
         self.frontier = frontier
         self.wrapped = wrapped
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Settles:
+        return self  # (a request copied whole shares it: the frontier is not to be copied)
+
     def __call__(self, failure: Failure) -> Any:
         frontier = self.frontier
         request = getattr(failure, "request", None)
