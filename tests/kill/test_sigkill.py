@@ -35,7 +35,7 @@ def test_five_sigkills_then_exactly_500_correct_records(
         started = time.time()
         proc = start_cli(*args)
         # Kill mid-crawl: once this run has fetched something, after a random pause.
-        wait_for(lambda b=before: get_json(f"{site.url}/stats")["requests"] > b, timeout=30)
+        wait_for(lambda b=before: get_json(f"{site.url}/stats")["requests"] > b, timeout=90)
         first = get_json(f"{site.url}/log?since={started}")[0][0]
         restart_delays.append(first - started)
         time.sleep(rng.uniform(0.05, 0.4))
@@ -64,8 +64,10 @@ def test_five_sigkills_then_exactly_500_correct_records(
     assert row["requests"] - row["repeated"] <= server["requests"] <= row["requests"]
     assert row["repeated"] <= CONCURRENCY * kills
     # Each restart fetched at once: the dead worker's 60 s leases came back through its
-    # liveness lock, not by expiring (the delay here is mostly Python starting up).
-    assert max(restart_delays) < 5, restart_delays
+    # liveness lock, not by expiring. The delay here is mostly Python starting up (under
+    # a second on a quiet machine, printed below; over 5 s seen on a loaded CI machine):
+    # bounded by half the lease, what only a lease taken back early can meet.
+    assert max(restart_delays) < 30, restart_delays
     delays = [round(d, 2) for d in restart_delays]
     print(f"repeated: server {server['repeated']}, store {row['repeated']}; restarts {delays}")
 
@@ -93,12 +95,12 @@ def test_restart_after_sigkill_refetches_the_dead_workers_page_at_once(
     restarted = time.time()
     proc = start_cli(*args)
     try:
-        wait_for(lambda: len(get_json(f"{site.url}/log?since={restarted}")) >= 1, timeout=30)
+        wait_for(lambda: len(get_json(f"{site.url}/log?since={restarted}")) >= 1, timeout=90)
         [[when, path, _agent]] = get_json(f"{site.url}/log?since={restarted}")[:1]
         assert path == "/list/0"
         delay = when - restarted
         print(f"restart to first fetch: {delay:.2f} s")
-        assert delay < 5  # not the 60 s lease expiry
+        assert delay < 30  # not the 60 s lease expiry (start-up: see the test above)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
