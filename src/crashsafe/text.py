@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 # C0 and C1 controls but newline and tab, DEL, and the bidirectional overrides that
 # reorder what a terminal shows (CVE-2021-42574, "Trojan Source").
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# A credential in an Authorization value: "Bearer abc...", "Basic dXNlcjpwYXNz".
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;]{4,}")
+_BASIC = re.compile(r"(?i)\b(basic\s+)([A-Za-z0-9+/]{6,}={0,2})")
 # OWASP CSV injection: a cell starting with one of these is read as a formula.
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -24,3 +28,24 @@ def csv_cell(value: Any) -> Any:
     if isinstance(value, str) and value.startswith(_FORMULA_START):
         return "'" + value
     return value
+
+
+def without_secrets(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` (of 4 characters or more) and any bearer or basic
+    credential replaced by ``[redacted]``: an error body may echo the request's
+    ``Authorization`` header, its cookies, and ends up in the dead letter."""
+    for secret in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
+        text = text.replace(secret, "[redacted]")
+    text = _BEARER.sub(r"\1[redacted]", text)
+    return _BASIC.sub(lambda m: m[1] + "[redacted]" if _user_pass(m[2]) else m[0], text)
+
+
+def _user_pass(token: str) -> bool:
+    """Whether ``token`` is base64 of ``user:password`` (not a word after "basic")."""
+    import base64
+    import binascii
+
+    try:
+        return b":" in base64.b64decode(token + "=" * (-len(token) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False

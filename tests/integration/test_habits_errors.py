@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +38,8 @@ def habits_app() -> web.Application:
             return web.Response(text=PAGE.format(f"<b>{path}</b>"), content_type="text/html")
         if path == "/bad":
             return web.json_response({"error": "token expired", "code": 4011}, status=400)
+        if path == "/echo":  # a site that echoes what it was sent in its error
+            return web.json_response({"you sent": dict(request.headers)}, status=401)
         if path == "/form":
             form = ('<form method="post" action="/search"><input name="q" value="lamp">'
                     '<input type="hidden" name="csrf" value="T0K3N">'
@@ -181,6 +184,33 @@ def test_clear_errors_for_settings_ports_and_failed_bodies(site: str, tmp_path: 
     assert f"HTTP 400 (add it to handle_statuses to parse such pages){body}" in failed
     grouped = run_cli("failed", "--db", db, "--group").stdout
     assert "body:" not in grouped  # groups by the error, not by each page's body
+
+
+def test_a_requests_secrets_echoed_in_an_error_body_are_not_stored(
+    site: str, tmp_path: Path
+) -> None:
+    # "Never stored in clear: a request's secrets" (docs/security.md): an error body that
+    # echoes the request's headers put them in the dead letter (found by a review).
+    spider = tmp_path / "echo.py"
+    spider.write_text(
+        "from crashsafe import Request, Spider\n"
+        "class Echo(Spider):\n    name = 'echo'\n"
+        "    custom_settings = {'RETRY_TIMES': 0, 'http_user': 'me', 'http_pass': 'PASSW0RD-1'}\n"
+        "    def start_requests(self):\n"
+        f"        yield Request('{site}/echo', headers={{'Authorization': 'Bearer SEKRET-AUTH-123',"
+        " 'X-Api-Key': 'APIKEY-456'}, cookies={'sid': 'COOKIE-789'})\n"
+        "    def parse(self, page):\n        pass\n"
+    )
+    db = f"sqlite:///{tmp_path / 'echo.db'}"
+    ran = run_cli("crawl", str(spider), "--db", db, "--no-progress")
+    assert ran.returncode == 1, ran.stderr
+    failed = run_cli("failed", "--db", db).stdout
+    assert "HTTP 401" in failed and "[redacted]" in failed
+    for secret in ("SEKRET-AUTH-123", "APIKEY-456", "COOKIE-789"):
+        assert secret not in failed and secret not in ran.stderr
+    with sqlite3.connect(tmp_path / "echo.db") as con:
+        stored = " ".join(str(row) for row in con.execute("SELECT * FROM frontier"))
+    assert "SEKRET" not in stored and "APIKEY" not in stored and "COOKIE-7" not in stored
 
 
 def test_a_read_only_place_is_one_line_for_databases_outputs_and_checkpoints(

@@ -13,7 +13,6 @@ import asyncio
 import hashlib
 import ipaddress
 import random
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -30,6 +29,7 @@ from crashsafe.batch.task import BatchOutput, BatchTaskError, Usage, add_usage
 from crashsafe.errors import ConfigError, EndpointError
 from crashsafe.retry_after import retry_after_seconds
 from crashsafe.store import masked
+from crashsafe.text import without_secrets
 
 
 class _Label(BaseModel):
@@ -49,7 +49,6 @@ REFUSES_EVERYTHING = {
     403: "the key is not allowed to use this endpoint or model: check OPENAI_API_KEY",
     404: "check --base-url (it usually ends in /v1) and --model",
 }  # what the CLI passes when OPENAI_API_KEY is not set
-_BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',]+")
 ERROR_BODY_SHOWN = 300  # characters of an endpoint's error kept in the dead letter
 
 
@@ -57,10 +56,7 @@ def redact(text: str, secrets: Sequence[str]) -> str:
     """``text`` without ``secrets`` nor any bearer token, cut to a readable length: an
     endpoint's error body may echo the request's ``Authorization`` header, and it ends up
     in the dead letter and on the terminal."""
-    for secret in secrets:
-        if len(secret) >= 4:
-            text = text.replace(secret, "[redacted]")
-    text = _BEARER.sub(r"\1[redacted]", text)
+    text = without_secrets(text, secrets)
     return text if len(text) <= ERROR_BODY_SHOWN else text[:ERROR_BODY_SHOWN] + "..."
 
 

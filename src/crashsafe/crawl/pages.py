@@ -16,7 +16,7 @@ import math
 import random
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from crashsafe.crawl.addresses import AddressGuard
+from crashsafe.crawl.allow import client_url
 from crashsafe.crawl.downloads import Downloads, collecting
 from crashsafe.crawl.extract import (
     ItemKeyMissing,
@@ -63,9 +64,10 @@ from crashsafe.crawl.spider import SITEMAP_CALLBACK, Page, Spider
 from crashsafe.errors import ConfigError, FolderUnwritable
 from crashsafe.logs import fields
 from crashsafe.retry_after import retry_after_seconds
+from crashsafe.sealed import is_secret_header
 from crashsafe.store import Backoff, FileRow, Lease, PageOutcome
 from crashsafe.store.values import storable
-from crashsafe.text import printable
+from crashsafe.text import printable, without_secrets
 from crashsafe.tracing import span
 
 logger = logging.getLogger("crashsafe.crawl")
@@ -96,13 +98,15 @@ def not_handled(status: int) -> str:
 BODY_EXCERPT = 200  # characters of a failed response's body kept with its error
 
 
-def body_excerpt(body: bytes) -> str:
+def body_excerpt(body: bytes, secrets: Iterable[str] = ()) -> str:
     """``; body: {"error": "token expired"}``: the first bytes of a response that failed,
     whitespace collapsed and control characters escaped, so that a 400 can be
-    understood from the dead letter (empty for an empty body)."""
+    understood from the dead letter (empty for an empty body); ``secrets``, what the
+    request sent that is secret, left out (a site may echo its headers)."""
     text = " ".join(body[: BODY_EXCERPT * 4].decode("utf-8", "replace").split())
     if not text:
         return ""
+    text = without_secrets(text, secrets)
     cut = "..." if len(text) > BODY_EXCERPT else ""
     return f"; body: {printable(text[:BODY_EXCERPT])}{cut}"
 
@@ -180,6 +184,30 @@ class PageProcessor:
             )
         delay = self.backoff(attempt, retry_after)
         return PageOutcome(lease, "retry", status, error, retry_in=delay)
+
+    def _secrets_sent(self, request: Request) -> list[str]:
+        """What ``request`` sent that is secret: credential headers (its own, the crawl's
+        defaults, basic auth), its cookies and the jar's, its proxy's password. Kept out
+        of the dead letter when an error body echoes them."""
+        s = self.settings
+        send = self.sends.send(request)
+        found = [
+            value
+            for headers in (dict(s.default_headers), request.headers or {}, send.headers or {})
+            for name, value in headers.items()
+            if is_secret_header(name, s.secret_headers)
+        ]
+        found += [str(v) for v in (request.cookies or {}).values()]
+        jar = self.session.cookie_jar.filter_cookies(client_url(request.url))
+        found += [morsel.value for morsel in jar.values()]
+        parts = urlsplit(request.url)
+        if send.auth is not None and (auth := send.auth(parts.hostname or "", parts.port)):
+            found.append(auth.partition(" ")[2])  # (basic: base64 of user:password)
+        if send.proxy and (password := urlsplit(send.proxy).password):
+            found.append(password)
+        if s.http_pass:
+            found.append(s.http_pass)
+        return found
 
     async def _fetch(self, request: Request, on_request: Callable[[], None]) -> Response:
         on_request()
@@ -334,12 +362,13 @@ class PageProcessor:
         )
         if rule == "retry":
             wait = retry_after_seconds(resp.headers.get("Retry-After"))
-            retry = self._retry(lease, f"HTTP {status}{body_excerpt(resp.body)}", status, wait)
+            excerpt = body_excerpt(resp.body, self._secrets_sent(request))
+            retry = self._retry(lease, f"HTTP {status}{excerpt}", status, wait)
             return await self._give_up(request, retry, HttpError(page), page)
         if rule == "gone":
             return PageOutcome(lease, "done", status)
         if rule == "fail":
-            error = not_handled(status) + body_excerpt(resp.body)
+            error = not_handled(status) + body_excerpt(resp.body, self._secrets_sent(request))
             failed = PageOutcome(lease, "failed", status, error)
             return await self._give_up(request, failed, HttpError(page), page)
         rendered = None
