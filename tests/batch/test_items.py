@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from crashsafe.batch.items import parse_shard, read_items
+from crashsafe.batch.items import every_item, parse_shard, read_items
 from crashsafe.errors import ConfigError
 from crashsafe.ids import stable_text_id
 
@@ -37,7 +37,10 @@ def test_one_id_with_two_texts_is_refused_naming_both_lines(tmp_path: Path) -> N
     src.write_text('{"id": 1, "text": "one"}\n{"id": "1", "text": "two"}\n')  # one id, "1"
     with pytest.raises(ConfigError, match="id '1' again"):
         read_items(src)
-    assert len(read_items(src, key_by="position").items) == 2  # as it says
+    assert len(read_items(src, key_by="position").items) == 2
+    # the same text but for its whitespace (what the prompt sends): one item
+    src.write_text('{"id": "a", "text": "I love  it"}\n{"id": "a", "text": " I love it\\r\\n"}\n')
+    assert len(read_items(src).items) == 1
 
 
 @pytest.mark.parametrize("value", ["null", "[1, 2]", '{"a": 1}', "true"])
@@ -46,13 +49,14 @@ def test_a_text_that_is_not_text_is_refused(value: str, tmp_path: Path) -> None:
     src.write_text(f'{{"id": "a", "text": "fine"}}\n{{"id": "b", "text": {value}}}\n')
     with pytest.raises(ConfigError, match=r"in.jsonl:2: field 'text' holds .*, not text"):
         read_items(src)
+    assert [i.id for i in every_item(src)] == ["a", "b"]  # (a report joins rows back)
 
 
 @pytest.mark.parametrize("suffix", [".txt", ".csv"])
 def test_text_or_csv_that_is_not_utf8_is_one_line(suffix: str, tmp_path: Path) -> None:
     src = tmp_path / f"in{suffix}"
     src.write_bytes(b"text\nfine\ncaf\xe9 au lait\n")
-    with pytest.raises(ConfigError, match=r"not UTF-8 after line \d+ .*iconv"):
+    with pytest.raises(ConfigError, match=r"in\.(txt|csv):3: not UTF-8 .* at byte 13\).*iconv"):
         read_items(src)
 
 

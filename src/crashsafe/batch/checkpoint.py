@@ -172,10 +172,10 @@ def _scan(path: Path) -> CheckpointScan:
             line = None
         if _valid(line):
             result.lines.append(line)
-        elif isinstance(line, dict) and isinstance(line.get("job"), dict) and "ids" not in line:
-            result.jobs.append(line["job"])
         elif isinstance(line, dict) and ("job_id" in line or "chunk" in line):
             result.ledger_lines += 1  # (a Batch API ledger's: see batchapi/ledger.py)
+        elif isinstance(line, dict) and isinstance(line.get("job"), dict) and "ids" not in line:
+            result.jobs.append(line["job"])
         else:
             result.corrupt += 1
             if len(result.corrupt_at) < CORRUPT_SHOWN:

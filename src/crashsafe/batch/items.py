@@ -59,7 +59,6 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
                     raise ConfigError(f"{path}:{n}: each line must be a JSON object")
                 yield n, value
         return
-    n = 0
     try:
         with path.open(encoding="utf-8", newline="") as f:
             if suffix == ".csv":
@@ -69,11 +68,17 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
                 for n, line in enumerate(f, 1):
                     if line.strip():
                         yield n, line.rstrip("\n")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{path}: not UTF-8 after line {n} ({exc.reason} at byte {exc.start} of a "
-            f"read): convert it, e.g. iconv -f latin1 -t utf-8 {path} > utf8{path.suffix}"
-        ) from None
+    except UnicodeDecodeError:
+        data = path.read_bytes()
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            where = data.count(b"\n", 0, exc.start) + 1
+            raise ConfigError(
+                f"{path}:{where}: not UTF-8 ({exc.reason} at byte {exc.start}): convert it, "
+                f"e.g. iconv -f latin1 -t utf-8 {path} > utf8{path.suffix}"
+            ) from None
+        raise
 
 
 def in_shard(item_id: str, shard: tuple[int, int] | None) -> bool:
@@ -123,13 +128,7 @@ def every_item(
                 f"{path}:{line}: no field {text_field!r}; choose one with --text-field "
                 f"(fields here: {', '.join(map(str, data)) or 'none'})"
             )
-        value = data[text_field]
-        if value is None or isinstance(value, (dict, list, bool)):
-            raise ConfigError(
-                f"{path}:{line}: field {text_field!r} holds {orjson.dumps(value).decode()[:40]}"
-                ", not text; fix the input or choose another field with --text-field"
-            )
-        text = str(value)
+        text = str(data[text_field])
         if key_by == "position":
             item_id = (
                 "P"
@@ -155,16 +154,24 @@ def _read_items(
     seen: dict[str, tuple[int, int]] = {}
     result = Inputs(items=[])
     for item in every_item(path, id_field=id_field, text_field=text_field, key_by=key_by):
+        value = item.data.get(text_field, item.text)
+        if value is None or isinstance(value, (dict, list, bool)):
+            said = "no value (a CSV row too short?)" if value is None else orjson.dumps(value)
+            raise ConfigError(
+                f"{path}:{item.line}: field {text_field!r} holds {str(said)[:40]}, not text; "
+                "fix the input or choose another field with --text-field"
+            )
         item_id = item.id
         given = bool(id_field) and item.data.get(id_field or "") not in (None, "")
-        text = hash(item.text) if given and key_by == "content" else 0
+        # (what the prompt sends: whitespace collapsed)
+        text = hash(" ".join(item.text.split())) if given and key_by == "content" else 0
         first = seen.get(item_id)
         if first is not None:
             if first[1] != text:
                 raise ConfigError(
                     f"{path}:{item.line}: id {item_id!r} again, with another text than on "
                     f"line {first[0]}: one id, one answer, so one of them would get the "
-                    "other's; give each its own id (or --key-by position)"
+                    "other's; give each its own id, or drop one of the two rows"
                 )
             result.duplicates += 1
             continue

@@ -25,7 +25,7 @@ def system_prompt(labels: Sequence[str]) -> str:
 def shown_id(item_id: str) -> str:
     """An id as the prompt shows it: itself, or JSON-quoted if it holds a ``]`` or a line
     break (it would end its brackets, or its line, early: never answerable)."""
-    return json.dumps(item_id) if _ODD_ID.search(item_id) else item_id
+    return json.dumps(item_id, ensure_ascii=False) if _ODD_ID.search(item_id) else item_id
 
 
 def user_prompt(items: Sequence[Item]) -> str:

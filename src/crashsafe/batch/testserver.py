@@ -39,7 +39,7 @@ class LLMServerOptions:
     expire_every: int = 0  # every Nth batch expires half done
     line_error_every: int = 0  # every Nth line of a batch answers 500
     hang_polls: bool = False  # a look at a batch never answers (Ctrl-C must still stop a run)
-    files_late_polls: int = 0  # a completed batch's first N looks show no files yet (OpenAI)
+    files_late_polls: int = 0  # an ended batch's first N looks show no output file (OpenAI)
     refuse_batches: bool = False  # making a batch answers 400 (too large, a bad request)
 
 

@@ -206,9 +206,9 @@ class BatchesStandIn:
             return _error(404, "no such batch")
         self._advance(batch)
         answer = batch.json()
-        if batch.files_late > 0:  # (OpenAI has been seen to list the files a moment later)
+        if batch.files_late > 0:  # (OpenAI has been seen to list it a moment later)
             batch.files_late -= 1
-            answer.update(output_file_id=None, error_file_id=None)
+            answer.update(output_file_id=None)
         return web.json_response(answer)
 
     async def list_batches(self, request: web.Request) -> web.Response:

@@ -139,8 +139,9 @@ def run_job(
 
 def refuse_while_at_provider(checkpoint: Path) -> None:
     """A synchronous run must not ask again what chunks of a Batch API run still hold."""
-    from crashsafe.batch.batchapi.ledger import Ledger, ledger_path
+    from crashsafe.batch.batchapi.ledger import Ledger, ledger_path, refuse_hard_links
 
+    refuse_hard_links(checkpoint)  # (a Batch API run through another name: its ledger)
     path = ledger_path(checkpoint)
     if not path.exists():
         return

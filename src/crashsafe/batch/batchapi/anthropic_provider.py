@@ -99,6 +99,7 @@ class AnthropicBatches(RetriedCalls):
         since: float,
         custom_ids: list[str],
         known: set[str],
+        least: int = 1,
     ) -> str | Pending | None:
         wanted = set(custom_ids)
 
@@ -111,8 +112,8 @@ class AnthropicBatches(RetriedCalls):
                 size = sum((counts.processing, counts.succeeded, counts.errored,
                             counts.canceled, counts.expired))  # fmt: skip
                 # (fewer requests than the intent's: items left the input before it was
-                # made, and their requests were not sent)
-                if batch.id not in known and 0 < size <= len(custom_ids):
+                # made, and their requests were not sent; at least those sent now)
+                if batch.id not in known and max(least, 1) <= size <= len(custom_ids):
                     found.append(batch)
             return found
 

@@ -55,7 +55,11 @@ def ledger_path(checkpoint: Path) -> Path:
     would find none, and pay again for every chunk still at the provider)."""
     ledger = _beside(checkpoint_file(checkpoint))
     named = _beside(checkpoint.absolute())
-    if named != ledger and named.exists():
+    if (
+        checkpoint.is_symlink()
+        and Path(os.path.realpath(named)) != ledger
+        and _belongs_to(named, checkpoint.name)
+    ):
         raise ConfigError(
             f"{checkpoint} is a link to {checkpoint_file(checkpoint)}, whose ledger is "
             f"{ledger}, but {named} exists too: a ledger beside the link's name, whose "
@@ -63,6 +67,17 @@ def ledger_path(checkpoint: Path) -> Path:
             "other aside)"
         )
     return ledger
+
+
+def _belongs_to(ledger: Path, checkpoint_name: str) -> bool:
+    """Whether ``ledger`` exists and its first line names ``checkpoint_name`` as its
+    checkpoint (a ledger made beside a link's name, before ledgers followed links)."""
+    try:
+        with ledger.open("rb") as f:
+            first = orjson.loads(f.readline())
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    return isinstance(first, dict) and first.get("checkpoint") == checkpoint_name
 
 
 def refuse_hard_links(checkpoint: Path) -> None:

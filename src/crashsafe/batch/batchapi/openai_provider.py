@@ -99,6 +99,7 @@ class OpenAIBatches(RetriedCalls):
         since: float,
         custom_ids: list[str],
         known: set[str],
+        least: int = 1,
     ) -> str | Pending | None:
         """The id of a batch created with ``metadata`` since ``since`` (a run killed after
         creating it, before it wrote the id down), or None."""
@@ -126,34 +127,33 @@ class OpenAIBatches(RetriedCalls):
         said = "; ".join(str(e.message or e.code) for e in errors[:3])
         status = str(found.status)
         if (
-            status == "completed"
+            status in ("completed", "expired", "cancelled")
             and not found.output_file_id
-            and not found.error_file_id
             and counts is not None
-            and (counts.completed or counts.failed)
-        ):
-            status = self._files_late(batch_id)
+            and counts.completed
+        ):  # answers counted, not listed yet
+            status = self._files_late(batch_id, status)
         return BatchState(
             status, found.output_file_id, found.error_file_id,
             counts.completed if counts else 0, counts.failed if counts else 0,
             counts.total if counts else 0, said, batch_id,
         )  # fmt: skip
 
-    def _files_late(self, batch_id: str) -> str:
-        """The status of a batch said completed, with requests answered, whose files are
-        not listed yet (OpenAI has been seen to list them a moment later): still
-        ``finalizing`` for up to ``files_late`` seconds, then ``completed`` (its requests are
-        asked again). Taken as ended at once, every request was paid for twice."""
+    def _files_late(self, batch_id: str, status: str = "completed") -> str:
+        """The status of a batch said ended, with requests answered, whose output file is
+        not listed yet (OpenAI has been seen to list it a moment later): still
+        ``finalizing`` for up to ``files_late`` seconds, then ``status`` (its requests are
+        asked again). Taken as ended at once, every answered request was paid for twice."""
         now = time.monotonic()
         first = self._late.setdefault(batch_id, now)
         if first == now:
-            self.say(f"batch-api: batch {batch_id} completed, but its answer files are not "
+            self.say(f"batch-api: batch {batch_id} {status}, but its answer files are not "
                      "listed yet: waiting for them")  # fmt: skip
         if now - first < self.files_late:
             return "finalizing"
-        self.say(f"batch-api: batch {batch_id} completed without answer files after "
+        self.say(f"batch-api: batch {batch_id} {status} without its output file after "
                  f"{self.files_late:.0f} s: its requests are asked again")  # fmt: skip
-        return "completed"
+        return status
 
     async def answers(self, state: BatchState) -> dict[str, Answer]:
         """The output file's answers and the error file's failures (an answer, if both

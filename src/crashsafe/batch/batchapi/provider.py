@@ -91,11 +91,13 @@ class Provider(Protocol):
         since: float,
         custom_ids: list[str],
         known: set[str],
+        least: int = 1,
     ) -> str | Pending | None:
         """The batch made since ``since`` for the requests ``custom_ids`` (by a run
         killed before it wrote the id, or by a call whose answer was lost), not one of
-        ``known``; None if there is none (make it); PENDING if one may be and cannot be
-        told yet."""
+        ``known``, of at least ``least`` requests (those the input still has: fewer were
+        sent only if items left the input since); None if there is none (make it);
+        PENDING if one may be and cannot be told yet."""
         ...
 
     async def state(self, batch_id: str) -> BatchState: ...

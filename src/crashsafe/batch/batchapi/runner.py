@@ -447,10 +447,11 @@ class BatchApiRunner(BatchRunner):
             await self._make_batch(ledger, chunk)
 
     def _refused(self, ledger: Ledger, chunk: Chunk) -> None:
-        """The provider refused ``chunk``'s file or batch (a 4xx: too large, a bad request,
-        a wrong key), right after a look for one found none: no batch of it exists, so it
-        ends here, and its items are asked again by the next run, in a new chunk (or by a
-        synchronous run, which a chunk still running would refuse)."""
+        """The provider did not take ``chunk``'s file, or refused the first try to make
+        its batch (a 4xx: too large, a bad request, a wrong key): no batch of it exists
+        (a file's id is written before its batch is made), so it ends here, and its items
+        are asked again by the next run, in a new chunk (or by a synchronous run, which a
+        chunk still running would refuse)."""
         ledger.write({"chunk": chunk.name, "ended": "refused", "failed": 0})
         chunk.ended = "refused"
 
@@ -464,7 +465,9 @@ class BatchApiRunner(BatchRunner):
             looked: str | Pending | None = None
             if chunk.run != self._run_id or chunk.name in self._looked:
                 known = {c.batch_id for c in ledger.chunks.values() if c.batch_id}
-                looked = await self.provider.find_batch(metadata, chunk.at, ids, known)
+                looked = await self.provider.find_batch(
+                    metadata, chunk.at, ids, known, least=min(self._sent(chunk), len(ids))
+                )
             if isinstance(looked, Pending):
                 if self._told.get(chunk.name) != "pending":
                     self._told[chunk.name] = "pending"
@@ -476,6 +479,9 @@ class BatchApiRunner(BatchRunner):
                 batch = looked
                 how = "found at the provider (made by a run stopped before it wrote the id)"
             else:
+                # Never made before, if this run wrote its intent and never tried to make
+                # it (a refusal of this create then proves there is no batch of it).
+                fresh = chunk.run == self._run_id and chunk.name not in self._looked
                 self._looked.add(chunk.name)  # from here on, a batch of it may exist
                 # (a provider that took a file has them; one that did not takes them now)
                 requests = [] if self.provider.uses_files else self._requests_of(job, chunk)
@@ -488,7 +494,8 @@ class BatchApiRunner(BatchRunner):
                     await asyncio.sleep(delay)
                     continue
                 except EndpointError:  # a 4xx: not made (MaybeMade says when it may be)
-                    self._refused(ledger, chunk)
+                    if fresh:  # (else an earlier try may have made one the list lacks)
+                        self._refused(ledger, chunk)
                     raise
                 killpoint("created")
             ledger.write({"chunk": chunk.name, "batch": batch})
