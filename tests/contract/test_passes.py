@@ -252,6 +252,26 @@ def test_a_page_whose_fetch_says_nothing_keeps_listing_its_records(
     assert version == 2 and gone_at is not None
 
 
+@pytest.mark.parametrize("status", [500, 403, None])
+def test_a_page_an_errback_made_done_keeps_listing_its_records(
+    store: Store, clock: ManualClock, status: int | None
+) -> None:
+    """x on /p. In pass 2 /p fails (a 500, a 403 not handled, no answer) and its errback
+    makes it done, yielding y: x stays listed, y is listed too (an errback's 500 emptied
+    /p's listing and made x gone: found by a review). /p parsed again without x: gone."""
+    store.enqueue(C, [NewUrl(P)])
+    x, y = rec("x", "1"), rec("y", "1")
+    visit(store, clock, [[(P, [x], {})]], {P: 1})
+    clock.advance(HOUR)
+    visit(store, clock, [[(P, [y], {"status": status, "error": "HTTP 500"})]], {P: 1})
+    gone = {r.key: r.gone_at for r in store.iter_records(C, since=0.0)}
+    assert gone == {"x": None, "y": None}
+    clock.advance(HOUR)
+    visit(store, clock, [[(P, [y], {})]], {P: 100})  # parsed: drops x, lists y
+    gone = {r.key: r.gone_at for r in store.iter_records(C, since=0.0)}
+    assert gone["x"] is not None and gone["y"] is None
+
+
 @pytest.mark.parametrize("order", ["304 first", "304 last"])
 def test_a_record_a_page_keeps_unchanged_is_not_gone_when_another_drops_it(
     store: Store, clock: ManualClock, order: str

@@ -59,6 +59,7 @@ _by_sha = operator.itemgetter("sha256")
 #: a page done with one of these says nothing of its records: no status (not fetched:
 #: robots.txt), or a temporary redirect not followed (the end of a pass skips them too)
 _SAYS_NOTHING = frozenset({None, 302, 303, 307})
+_ANSWERS = frozenset({301, 308})  # done with an error, yet an answer: the page moved for good
 
 
 #: Scans a claim makes at most past URLs of paused origins before it gives up for now.
@@ -250,7 +251,14 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
             row = {"status": p.http_status, "error": error, "now": now, "id": fid,
                    "grant": grant, "outcome": outcome}  # fmt: skip
             if p.kind == "done" or p.kind == "skipped":
-                parsed = p.revisit is None and p.http_status not in _SAYS_NOTHING
+                # (an errback's outcome, done with the failure as its error, is no parse of
+                # the page: what it yields is listed, what the page listed is kept)
+                made_by_errback = p.error is not None and p.http_status not in _ANSWERS
+                parsed = (
+                    p.revisit is None and p.http_status not in _SAYS_NOTHING
+                    and not made_by_errback
+                )  # fmt: skip
+                listed_now = True if p.records else None  # (None: the listing as it was)
                 # (a page found the same was not parsed: its link counts are kept)
                 counts = (p.links_skipped, p.links_cut, p.links_offsite)
                 skipped, cut, offsite = (None,) * 3 if p.revisit is not None else counts
@@ -258,15 +266,15 @@ class SQLStore(SQLWorkers, SQLRobots, SQLEffects, SQLPasses, SQLRetention, SQLCo
                              "links_offsite": offsite,
                              "validators": p.validators, "revisit": p.revisit,
                              "body_bytes": p.body_bytes, "revisit_in": p.revisit_in,
-                             "listed": bool(p.records) if parsed else None})  # fmt: skip
+                             "listed": bool(p.records) if parsed else listed_now})  # fmt: skip
                 changed += [{"crawl": crawl, "url": u.url, "changed_at": u.changed_at,
                              "now": now} for u in p.links if u.changed_at is not None]  # fmt: skip
                 touched += [{"crawl": crawl, "id": rid, "page": fid, "now": now}
                             for rid in p.kept]  # fmt: skip
-                if parsed:
+                if parsed or p.records:
                     yielded = {r.id for r in p.records}
                     listing += [{"crawl": crawl, "id": rid, "page": fid} for rid in yielded]
-                    if p.lease.listed:  # parsed again: it may have dropped records
+                    if parsed and p.lease.listed:  # parsed again: it may have dropped records
                         dropped.append(
                             {"crawl": crawl, "page": fid, "ids": json.dumps(sorted(yielded))}
                         )
