@@ -61,6 +61,7 @@ def test_pages_come_back_as_they_fall_due(store: Store, clock: ManualClock) -> N
     pages["http://a/often"] = (HOUR, [], {"revisit": None})  # its record left the page
     pages["http://a/rarely"] = (HOUR, [rec("r", "1")], {"revisit": "not-modified"})
     assert crawl_all(store, pages) == ["http://a/often", "http://a/rarely"]
+    clock.advance(1)  # (a pass takes time: what it marks gone is stamped after its start)
     store.finish_pass(C)
     three = store.pass_figures(C)[0]
     assert (three.number, three.fetched, three.not_modified, three.gone) == (3, 2, 1, 1)
@@ -270,6 +271,25 @@ def test_a_page_an_errback_made_done_keeps_listing_its_records(
     visit(store, clock, [[(P, [y], {})]], {P: 100})  # parsed: drops x, lists y
     gone = {r.key: r.gone_at for r in store.iter_records(C, since=0.0)}
     assert gone["x"] is not None and gone["y"] is None
+
+
+def test_a_pass_begun_as_the_last_one_ends_does_not_count_its_gone_records(
+    store: Store, clock: ManualClock
+) -> None:
+    """x goes in pass 2, which the begin of pass 3 ends (``--every`` shorter than a
+    pass): pass 3's figures counted x as gone too (found by a review)."""
+    store.enqueue(C, [NewUrl(P), NewUrl(Q)])
+    visit(store, clock, [[(P, [rec("x", "1")], {}), (Q, [], {})]], {P: 1, Q: 1})
+    for _ in range(2):  # passes 2 and 3, each ended by the next begin_pass
+        clock.advance(HOUR)
+        assert store.begin_pass(C).started is not None
+        owner = store.register_worker()
+        leased = store.lease(C, owner, 100, 60)
+        outcomes = [PageOutcome(x, "done", 200, records=[], revisit_in=HOUR) for x in leased]
+        assert store.commit_pages(C, outcomes) == [None] * len(outcomes)
+    store.finish_pass(C)
+    gone = {f.number: f.gone for f in store.pass_figures(C)}
+    assert gone == {1: 0, 2: 1, 3: 0}
 
 
 @pytest.mark.parametrize("order", ["304 first", "304 last"])

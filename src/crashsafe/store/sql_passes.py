@@ -117,7 +117,7 @@ class SQLPasses(SQLBase):
                 return PassTurn(wait=later, number=number)
         # a pass begins: the last one's gone records and figures first (mark_gone looks
         # at a complete pass only)
-        self._finish(tx, crawl, number, began)
+        self._finish(tx, crawl, number, began, p["now"])
         only_due = due or every is None
         requeued = tx.run("requeue_due" if only_due else "requeue_done", {**p, "older_than": 0})
         requeued += tx.run("requeue_failed_pages", {**p, "all": not only_due})
@@ -147,7 +147,7 @@ class SQLPasses(SQLBase):
                 tx.rows("lock_passes", p)
                 number, began, _ = tx.rows("current_pass", p)[0]
                 if not first(tx.rows("pass_open", p)):
-                    self._finish(tx, crawl, int(number), float(began))
+                    self._finish(tx, crawl, int(number), float(began), p["now"])
                 elif not force:
                     return Pass(int(number), 0, open=True)
                 n = tx.run("requeue_due" if due else "requeue_done", p)
@@ -176,9 +176,14 @@ class SQLPasses(SQLBase):
 
         return self._run(go)
 
-    def _finish(self, tx: Tx, crawl: str, number: int, began: float) -> int:
-        """Mark gone what the complete pass no longer yielded and note its figures."""
-        p = {"crawl": crawl, "now": self._now(), "pass": number, "started_at": began}
+    def _finish(
+        self, tx: Tx, crawl: str, number: int, began: float, now: float | None = None
+    ) -> int:
+        """Mark gone what the complete pass no longer yielded and note its figures (at
+        ``now``: the next pass's start, if one begins in the same transaction, so that
+        its figures do not count these gone records again)."""
+        now = self._now() if now is None else now
+        p = {"crawl": crawl, "now": now, "pass": number, "started_at": began}
         gone = tx.run("mark_gone", p) if number > 1 else 0  # (pass 1: nothing was before)
         tx.run("put_pass_figures", p)
         return gone

@@ -1088,7 +1088,7 @@ FROM (SELECT count(*) AS fetched, max(done_at) AS ended,
                               AND first_seen >= to_timestamp(%(started_at)s)) AS created,
              count(*) FILTER (WHERE gone_at IS NULL
                               AND first_seen < to_timestamp(%(started_at)s)) AS changed,
-             count(*) FILTER (WHERE gone_at IS NOT NULL) AS gone
+             count(*) FILTER (WHERE gone_at > to_timestamp(%(started_at)s)) AS gone
       FROM records WHERE crawl = %(crawl)s
         AND last_changed >= to_timestamp(%(started_at)s)) r
 ON CONFLICT (crawl, pass) DO UPDATE SET

@@ -828,7 +828,7 @@ FROM (SELECT count(*) AS fetched, max(done_at) AS ended,
         AND http_status IS NOT NULL) f,
      (SELECT coalesce(sum(gone_at IS NULL AND first_seen >= :started_at), 0) AS created,
              coalesce(sum(gone_at IS NULL AND first_seen < :started_at), 0) AS changed,
-             coalesce(sum(gone_at IS NOT NULL), 0) AS gone
+             coalesce(sum(gone_at > :started_at), 0) AS gone  -- (not the last pass's)
       FROM records WHERE crawl = :crawl AND last_changed >= :started_at) r;
 
 -- name: list_pass_figures
