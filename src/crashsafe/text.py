@@ -49,3 +49,25 @@ def _user_pass(token: str) -> bool:
         return b":" in base64.b64decode(token + "=" * (-len(token) % 4), validate=True)
     except (binascii.Error, ValueError):
         return False
+
+
+_SECRET_SEGMENT = re.compile(r"^(?=.*\d)(?=.*[A-Za-z]).{8,}$|^.{16,}$")
+
+
+def shown_endpoint(url: str) -> str:
+    """A webhook URL as the console, ``/metrics`` and ``deliver`` show it: its user's
+    password, every query value and each path segment that looks like a key (16
+    characters or more, or 8 with letters and digits: Slack's and Discord's webhook URLs
+    carry their secret in the path) shown as ``***``. Enough to tell endpoints apart,
+    nothing a dashboard's reader could call them with."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from crashsafe.store import masked
+
+    parts = urlsplit(masked(url))
+    path = "/".join("***" if _SECRET_SEGMENT.match(s) else s for s in parts.path.split("/"))
+    query = "&".join(
+        f"{name}=***" if sep else name
+        for name, sep, _ in (p.partition("=") for p in parts.query.split("&") if p)
+    )
+    return urlunsplit((parts.scheme, parts.netloc, path, query, ""))

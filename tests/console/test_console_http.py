@@ -215,6 +215,8 @@ def test_deliveries_per_endpoint_with_its_secrets_masked(
     try:  # two endpoints: each gets the crawl's whole outbox as its backlog
         store.endpoint("demo-shop", "http://127.0.0.1:9/hook?token=s3cret")
         store.endpoint("demo-shop", "http://127.0.0.1:9/other")
+        slack = "http://127.0.0.1:9/services/T0A1B2C3D/B0A1B2C3D/Xk39fjW0aPq7Lm2zR8sT5vYc"
+        store.endpoint("demo-shop", slack + "?api_key=AK-123&sig=SAS-456&code=FUNC-789")
     finally:
         store.close()
     row = status(any_db_url)
@@ -224,13 +226,18 @@ def test_deliveries_per_endpoint_with_its_secrets_masked(
             'crashsafe_deliveries{crawl="demo-shop",endpoint="http://127.0.0.1:9/hook?token=***",'
         )
         assert m[hook + 'state="pending"}'] == row["records"] == 5
-        assert "s3cret" not in c.get("/metrics")[1] and "s3cret" not in c.get("/api/state")[1]
+        for secret in ("s3cret", "Xk39fjW0", "AK-123", "SAS-456", "FUNC-789", "T0A1B2C3D"):
+            assert secret not in c.get("/metrics")[1] and secret not in c.get("/api/state")[1]
         pending = total(m, "crashsafe_deliveries{") - sum(
             v for k, v in m.items() if k.startswith("crashsafe_deliveries{") and "pending" not in k
         )
-        assert pending == row["effects"]["deliveries"]["pending"] == 10
+        assert pending == row["effects"]["deliveries"]["pending"] == 15
         urls = [e["url"] for e in c.crawl()["endpoints"]]
-        assert urls == ["http://127.0.0.1:9/hook?token=***", "http://127.0.0.1:9/other"]
+        assert urls == [
+            "http://127.0.0.1:9/hook?token=***",
+            "http://127.0.0.1:9/other",
+            "http://127.0.0.1:9/services/***/***/***?api_key=***&sig=***&code=***",
+        ]
 
 
 def test_the_rate_chart_starts_with_the_last_hour_from_the_rows(any_db_url: str) -> None:

@@ -23,7 +23,7 @@ from crashsafe.cli.options import (
 from crashsafe.errors import ConfigError
 from crashsafe.failures import short_error
 from crashsafe.store import Store, masked
-from crashsafe.text import printable
+from crashsafe.text import printable, shown_endpoint
 
 if TYPE_CHECKING:
     from crashsafe.effects.dispatch import DeliveryReport, Dispatcher
@@ -58,7 +58,7 @@ def _list_failed(store: Store, crawl: str, webhook: str | None) -> None:
         when = "-" if r.failed_at is None else iso_time(r.failed_at)
         click.echo(
             printable(
-                f"{when}  {masked(r.endpoint_url)}  {r.type} {r.record_id} v{r.version}  "
+                f"{when}  {shown_endpoint(r.endpoint_url)}  {r.type} {r.record_id} v{r.version}  "
                 f"{r.attempts} attempts: {short_error(r.error)}"
             )
         )

@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from crashsafe.store import Control, FailedUrl, Store, WorkerInfo, masked
+from crashsafe.store import Control, FailedUrl, Store, WorkerInfo
+from crashsafe.text import shown_endpoint
 
 T = TypeVar("T")
 HISTORY_SECONDS = 3600.0
@@ -75,7 +76,7 @@ def take(store: Store, groups: dict[str, Any] | None = None) -> dict[str, Any]:
             "requests": {"total": s.requests, "retries": s.retries, "repeated": s.repeated,
                          "stale": s.stale},
             "deliveries": dict(e.deliveries),
-            "endpoints": [{"url": masked(url), "deliveries": states}
+            "endpoints": [{"url": shown_endpoint(url), "deliveries": states}
                           for url, states in store.deliveries_by_endpoint(name).items()]
                          if e.deliveries else [],
             "last_pass_at": iso(e.last_pass_at),
