@@ -83,6 +83,12 @@ def test_every_begins_a_pass_of_every_page_on_time_and_says_when_late(
     crawl_all(store, pages)
     turn = store.begin_pass(C, every=6 * HOUR)
     assert turn.started is not None and turn.started.number == 3 and turn.late == 1 * HOUR
+    assert turn.overran == 1 * HOUR
+    clock.advance(7 * HOUR)  # pass 3 overruns by an hour, then nobody runs for two
+    crawl_all(store, pages)
+    clock.advance(2 * HOUR)
+    turn = store.begin_pass(C, every=6 * HOUR)
+    assert (turn.late, turn.overran) == (3 * HOUR, 1 * HOUR)  # (it was all put down to one)
 
 
 def test_a_sitemap_lastmod_newer_than_the_fetch_makes_a_page_due(

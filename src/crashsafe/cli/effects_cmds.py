@@ -53,7 +53,10 @@ def recrawl(
     try:
         crawl = one_crawl(store, crawl_name)
         store.fold_grants(crawl)  # (the last passes' lease grants become counts)
-        revived = store.revive_retired(crawl) if retired else 0
+        # (not while the last pass runs, unless forced: the recrawl is refused then, and
+        # would leave them revived all the same)
+        revive = retired and (force or not store.due(crawl).open)
+        revived = store.revive_retired(crawl) if revive else 0
         started = store.recrawl(crawl, older_than=age, due=due, force=force)
         left_out = store.retired(crawl)
     finally:

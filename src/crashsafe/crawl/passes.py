@@ -131,8 +131,11 @@ class PassKeeper:
         if turn.started is not None:
             late = ""
             if s.every is not None and turn.late > min(1.0, s.every / 10):  # (not a poll's)
-                why = (f"the last pass ran longer than --every {_duration(s.every)}"
-                       if turn.overran else "no worker was running when it was due")  # fmt: skip
+                idle = turn.late - turn.overran  # (no worker ran once the last pass ended)
+                why = f"the last pass ran {_duration(turn.overran)} longer than --every " + (
+                    f"{_duration(s.every)}" if idle <= min(1.0, s.every / 10) else
+                    f"{_duration(s.every)}, then no worker ran for {_duration(idle)}"
+                ) if turn.overran else "no worker was running when it was due"  # fmt: skip
                 late = f", {_duration(turn.late)} after its time: {why}"
             logger.log(
                 logging.WARNING if late else logging.INFO,

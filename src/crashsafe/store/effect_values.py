@@ -138,7 +138,8 @@ class RunFigures:
 class PassTurn:
     """What :meth:`begin_pass` found: the current pass still ``open`` (pages pending or
     leased: crawl them), or it is complete and pass ``started`` has begun (``late``
-    seconds after its schedule: the last pass overran), or none may begin for ``wait``
+    seconds after its schedule: ``overran`` of them the last pass's, the rest no worker's),
+    or none may begin for ``wait``
     seconds (None: no page will ever be due)."""
 
     open: bool = False
@@ -147,7 +148,7 @@ class PassTurn:
     late: float = 0.0
     number: int = 1  # the crawl's current pass (the one begun, if one was)
     ended: bool = False  # the caller's last pass is complete: none began
-    overran: bool = False  # the pass before the one begun ran longer than ``every``
+    overran: float = 0.0  # seconds the pass before the one begun ran past ``every``
 
 
 @dataclass(frozen=True, slots=True)

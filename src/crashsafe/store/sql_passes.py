@@ -97,7 +97,8 @@ class SQLPasses(SQLBase):
         early: float,
         last: int | None,
     ) -> PassTurn:
-        p = {"crawl": crawl, "now": self._now(), "early": early}
+        at = self._now()
+        p = {"crawl": crawl, "now": at, "early": early}
         tx.rows("lock_passes", p)
         number, began, now = tx.rows("current_pass", p)[0]
         number, began, now = int(number), float(began), float(now)
@@ -117,7 +118,7 @@ class SQLPasses(SQLBase):
                 return PassTurn(wait=later, number=number)
         # a pass begins: the last one's gone records and figures first (mark_gone looks
         # at a complete pass only)
-        self._finish(tx, crawl, number, began, p["now"])
+        self._finish(tx, crawl, number, began, at)
         only_due = due or every is None
         requeued = tx.run("requeue_due" if only_due else "requeue_done", {**p, "older_than": 0})
         requeued += tx.run("requeue_failed_pages", {**p, "all": not only_due})
@@ -125,10 +126,10 @@ class SQLPasses(SQLBase):
             return PassTurn(wait=every, number=number)
         started = int(first(tx.rows("add_pass", {**p, "requeued": requeued})))
         late = 0.0 if every is None else now - (began + every)
-        overran = False
+        overran = 0.0
         if every is not None:
             ended = first(tx.rows("pass_ended_at", {**p, "pass": number}))
-            overran = ended is not None and float(ended) > began + every
+            overran = 0.0 if ended is None else max(0.0, float(ended) - (began + every))
         return PassTurn(started=Pass(started, requeued), late=late, number=started, overran=overran)
 
     def recrawl(
@@ -142,12 +143,13 @@ class SQLPasses(SQLBase):
         has pages pending or leased (``Pass.open``): two passes would run at once."""
 
         def go() -> Pass:
-            p = {"crawl": crawl, "now": self._now(), "older_than": older_than, "early": 0.0}
+            at = self._now()
+            p = {"crawl": crawl, "now": at, "older_than": older_than, "early": 0.0}
             with self._write() as tx:
                 tx.rows("lock_passes", p)
                 number, began, _ = tx.rows("current_pass", p)[0]
                 if not first(tx.rows("pass_open", p)):
-                    self._finish(tx, crawl, int(number), float(began), p["now"])
+                    self._finish(tx, crawl, int(number), float(began), at)
                 elif not force:
                     return Pass(int(number), 0, open=True)
                 n = tx.run("requeue_due" if due else "requeue_done", p)
