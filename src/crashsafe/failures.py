@@ -16,6 +16,7 @@ pattern), never by re-reading what it shows.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -111,7 +112,7 @@ def error_pattern(short: str) -> str:
 
 def error_key(error: str | None) -> str:
     """The key of the group a stored error belongs to."""
-    return error_pattern(short_error(error))
+    return _short_and_key(error)[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,13 +125,20 @@ class ErrorGroup:
     failures: tuple[FailedUrl, ...]
 
 
+@functools.lru_cache(maxsize=4096)
+def _short_and_key(error: str | None) -> tuple[str, str]:
+    """(its short form, its key): a dead letter repeats a few errors many times, and
+    reading one costs a quarter of a millisecond."""
+    short = short_error(error)
+    return short, error_pattern(short)
+
+
 def group_failures(rows: Sequence[FailedUrl]) -> list[ErrorGroup]:
     """The failures by error key, the largest group first (ties: first seen)."""
     groups: dict[str, list[FailedUrl]] = {}
     labels: dict[str, str] = {}  # the group's one message, or its key once two differ
     for row in rows:
-        short = short_error(row.error)
-        key = error_pattern(short)
+        short, key = _short_and_key(row.error)
         groups.setdefault(key, []).append(row)
         if labels.setdefault(key, short) != short:
             labels[key] = key

@@ -48,3 +48,55 @@ def test_the_dead_letter_is_read_again_only_when_it_changed(tmp_path: Path) -> N
         assert group["count"] == 2 and len(reads) == 5
     finally:
         store.close()
+
+
+def test_an_action_does_not_wait_behind_a_snapshot_reading_the_dead_letter(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # A dead letter of 100 000 URLs took the snapshot 30 s to group, and Pause waited
+    # behind it on the console's one store thread (found by a review).
+    import asyncio
+    import threading
+
+    from crashsafe.console import snapshot
+    from crashsafe.console.snapshot import Hub
+
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    store = open_store(url)
+    store.enqueue("c", [NewUrl("http://a.test/1")])
+    [lease] = store.lease("c", store.register_worker("c"), 1, 60)
+    store.commit_pages("c", [PageOutcome(lease, "failed", 500, "HTTP 500")])
+    store.close()
+    reading, release = threading.Event(), threading.Event()
+    grouped = snapshot.failed_groups
+
+    def slow(failed: Any) -> Any:
+        reading.set()
+        release.wait(60)
+        return grouped(failed)
+
+    monkeypatch.setattr(snapshot, "failed_groups", slow)
+    hub = Hub(lambda: open_store(url, create=False))
+
+    async def go() -> bool:
+        snap = asyncio.ensure_future(hub.latest())
+        await asyncio.get_running_loop().run_in_executor(None, reading.wait, 60)
+        try:  # the snapshot is reading the dead letter now; the pause goes through
+            paused = await asyncio.wait_for(
+                hub.act(lambda s: s.pause("c", actor="test")), timeout=30
+            )
+        finally:
+            release.set()
+        await snap
+        return paused
+
+    try:
+        assert asyncio.run(go()) is True
+    finally:
+        release.set()
+        hub.close()
+    check = open_store(url, create=False)
+    try:
+        assert check.control("c").paused
+    finally:
+        check.close()

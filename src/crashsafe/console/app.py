@@ -163,7 +163,7 @@ async def action(request: web.Request) -> web.Response:
     crawl = body["crawl"]
     actor = f"console@{request.remote or 'unknown'}"
     try:
-        done = await request.app[HUB].call(_run_action(crawl, name, body, actor))
+        done = await request.app[HUB].act(_run_action(crawl, name, body, actor))
     except ConfigError as exc:
         raise web.HTTPBadRequest(text=str(exc)) from exc
     await request.app[HUB].latest(fresh=True)

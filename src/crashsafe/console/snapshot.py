@@ -63,8 +63,16 @@ def take(store: Store, groups: dict[str, Any] | None = None) -> dict[str, Any]:
         workers = store.workers(name)
         waiting = [w for w in store.waiting(name) if w.pages]
         mark = (s.failed, s.outcomes.get("failed", 0), s.outcomes.get("refused", 0))
-        if name not in groups or groups[name][0] != mark:
-            groups[name] = (mark, failed_groups(store.failed(name)) if s.failed else [])
+        kept = groups.get(name)
+        # Read again when it changed, but a large one not more often than it takes ten
+        # times over to read (100 000 failures: seconds; the console's other calls wait).
+        if kept is None or (kept[0] != mark and time.monotonic() >= kept[2]):
+            started = time.monotonic()
+            grouped = failed_groups(store.failed(name)) if s.failed else []
+            took = time.monotonic() - started
+            groups[name] = (mark, grouped, started + 10 * took if took > 0.5 else 0.0)
+        elif kept[0] != mark and not s.failed:
+            groups[name] = (mark, [], 0.0)  # (retried: emptied at once)
         state, why = crawl_state(s.pending, s.leased, s.done, control, workers, len(waiting))
         crawls.append({
             "name": name,
@@ -130,6 +138,10 @@ class Hub:
         self._groups: dict[str, Any] = {}  # take()'s dead letters by error, kept
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crashsafe-console")
         self._store: Store | None = None
+        # Actions (pause, cancel, retry) on a thread and a connection of their own: never
+        # behind a snapshot reading a large dead letter.
+        self._acting = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crashsafe-act")
+        self._action_store: Store | None = None
         self._open = open_store
         self.every = every
         self._latest: dict[str, Any] | None = None
@@ -146,6 +158,16 @@ class Hub:
             return fn(self._store)  # type: ignore[arg-type]  # (None: batches only)
 
         return await asyncio.get_running_loop().run_in_executor(self._pool, run)
+
+    async def act(self, fn: Callable[[Store], T]) -> T:
+        """Run ``fn(store)`` on the actions' thread, with the actions' connection."""
+
+        def run() -> T:
+            if self._action_store is None and self._open is not None:
+                self._action_store = self._open()
+            return fn(self._action_store)  # type: ignore[arg-type]
+
+        return await asyncio.get_running_loop().run_in_executor(self._acting, run)
 
     async def latest(self, *, fresh: bool = False) -> dict[str, Any]:
         """The snapshot, taken again if it is older than ``every`` (or ``fresh``)."""
@@ -209,5 +231,11 @@ class Hub:
             if self._store is not None:
                 self._store.close()
 
+        def shut_actions() -> None:
+            if self._action_store is not None:
+                self._action_store.close()
+
         self._pool.submit(shut).result()
         self._pool.shutdown()
+        self._acting.submit(shut_actions).result()
+        self._acting.shutdown()
