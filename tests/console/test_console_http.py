@@ -108,14 +108,17 @@ def test_actions_need_the_pages_csrf_token_and_its_origin(
 def test_a_token_guards_every_request(shop: Callable[..., ShopThread], db_url: str) -> None:
     site = shop(listings=1, per_listing=2)
     assert run_cli(*crawl_args(site, db_url)).returncode == 0
-    with console(db_url, "--token", "s3cret-token") as c:
+    with console(db_url, "--token", "s3cret-token-of-23-chars") as c:
         assert c.get("/api/state")[0] == 401
         assert c.get("/metrics")[0] == 401
         assert c.get("/metrics", {"Authorization": "Bearer wrong"})[0] == 401
-        assert "crashsafe_urls" in c.get("/metrics", {"Authorization": "Bearer s3cret-token"})[1]
+        bearer = {"Authorization": "Bearer s3cret-token-of-23-chars"}
+        assert "crashsafe_urls" in c.get("/metrics", bearer)[1]
         assert c.get("/login?token=wrong")[0] == 401
     refused = run_cli("ui", "--db", db_url, "--host", "0.0.0.0", "--port", "0")
     assert refused.returncode == 1 and "give --token" in refused.stderr
+    short = run_cli("ui", "--db", db_url, "--host", "0.0.0.0", "--port", "0", "--token", "a")
+    assert short.returncode == 1 and "at least 16 are needed" in short.stderr
 
 
 def test_login_sets_a_cookie_that_lets_the_page_in(
@@ -126,13 +129,15 @@ def test_login_sets_a_cookie_that_lets_the_page_in(
 
     site = shop(listings=1, per_listing=2)
     assert run_cli(*crawl_args(site, db_url)).returncode == 0
-    with console(db_url, "--token", "s3cret-token") as c:
+    with console(db_url, "--token", "s3cret-token-of-23-chars") as c:
         jar = http.cookiejar.CookieJar()
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
-        with opener.open(f"{c.url}/login?token=s3cret-token", timeout=10) as resp:
+        with opener.open(f"{c.url}/login?token=s3cret-token-of-23-chars", timeout=10) as resp:
             assert resp.url == f"{c.url}/" and "crashsafe-csrf" in resp.read().decode()
         [cookie] = list(jar)
         assert cookie.has_nonstandard_attr("HttpOnly")
+        # not the token: a browser sends the host's cookies to its every port
+        assert cookie.value and "s3cret" not in (cookie.value or "")
         with opener.open(f"{c.url}/api/state", timeout=10) as resp:
             assert json.load(resp)["crawls"][0]["name"] == "demo-shop"
 

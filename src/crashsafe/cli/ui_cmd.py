@@ -11,6 +11,7 @@ from crashsafe.errors import ConfigError, CrashsafeError
 from crashsafe.store import masked
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+MIN_TOKEN = 16  # characters of --token at least
 
 
 @click.command()
@@ -45,6 +46,11 @@ def ui(
         raise ConfigError(
             f"--host {host} lets other machines reach the console: give --token (or set "
             "CRASHSAFE_UI_TOKEN) so that only those who know it can"
+        )
+    if token is not None and len(token) < MIN_TOKEN:
+        raise ConfigError(
+            f"--token: {len(token)} characters, at least {MIN_TOKEN} are needed (one that "
+            "cannot be guessed: python3 -c 'import secrets; print(secrets.token_urlsafe())')"
         )
     try:
         open_db(db_url, readonly=True).close()  # a database that is not there: said now

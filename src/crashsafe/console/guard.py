@@ -49,6 +49,10 @@ class Guard:
     def __init__(self, *, host: str, token: str | None) -> None:
         self.token = token
         self.csrf = secrets.token_urlsafe(32)
+        # What the login cookie holds: not the token (a browser sends a host's cookies to
+        # every port of it, so another service there would learn it), a session of this
+        # run's that ends with it.
+        self.session = secrets.token_urlsafe(32)
         self.host = host
         self.hosts: set[str] = set()
 
@@ -60,11 +64,10 @@ class Guard:
     def _has_token(self, request: web.Request) -> bool:
         if self.token is None:
             return True
-        given = request.cookies.get(COOKIE, "")
         auth = request.headers.get("Authorization", "")
         if auth.startswith("Bearer "):
-            given = auth.removeprefix("Bearer ")
-        return same(given, self.token)
+            return same(auth.removeprefix("Bearer "), self.token)
+        return same(request.cookies.get(COOKIE, ""), self.session)
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -104,5 +107,5 @@ class Guard:
         if not same(given, self.token):
             raise web.HTTPUnauthorized(text="wrong token")
         back = web.HTTPSeeOther("/")
-        back.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict", path="/")
+        back.set_cookie(COOKIE, self.session, httponly=True, samesite="Strict", path="/")
         raise back
