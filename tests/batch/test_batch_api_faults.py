@@ -581,12 +581,48 @@ def test_a_batch_the_provider_refuses_ends_its_chunk_and_the_job_goes_on(tmp_pat
     assert [c.ended for c in chunks.chunks.values()] == ["refused"]
 
 
-def test_a_refusal_after_a_create_that_may_have_made_the_batch_leaves_the_chunk_open(
+def test_a_batch_the_list_shows_late_after_a_lost_answer_is_not_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A create whose answer was lost made the batch; the list shows it only from the
+    # third look on. One look, a second later, then a second batch: paid twice (a review).
+    made, listed = BatchesStandIn.create, BatchesStandIn.list_batches
+    looks: list[int] = []
+
+    async def create(self: Any, request: Any) -> Any:
+        answer = await made(self, request)
+        if len(self.batches) == 1:
+            request.transport.abort()  # the first batch is made, its answer lost
+        return answer
+
+    async def list_batches(self: Any, request: Any) -> Any:
+        looks.append(1)
+        if len(looks) <= 2:
+            from aiohttp import web
+
+            return web.json_response({"object": "list", "data": [], "has_more": False})
+        return await listed(self, request)
+
+    monkeypatch.setattr(BatchesStandIn, "create", create)
+    monkeypatch.setattr(BatchesStandIn, "list_batches", list_batches)
+    src, cp = reviews(tmp_path, n=10), tmp_path / "out.jsonl"
+    with LLMServerThread(LLMServerOptions(batch_seconds=0.1)) as server:
+        done = classify(server, src, cp, *BATCH_API, "--chunk-requests", "5")
+        stats = server.server.snapshot()
+    assert done.returncode == 0, done.stderr
+    assert len(looks) >= 3 and "found at the provider" in done.stderr
+    assert stats["batches_created"] == 1 and stats["items_paid_twice"] == 0
+    assert len(answers(cp)) == 10
+
+
+def test_a_create_that_may_have_made_the_batch_is_never_followed_by_a_refused_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The first create makes the batch but its answer is lost; the list does not show it
-    # yet; the next create is refused. The chunk was ended as refused, and the next run
-    # made its batch again (paid twice: a review). It stays open, and is found.
+    # at the first look; a second create would be refused. The chunk was ended as
+    # refused, and the next run made its batch again (paid twice: a review). Now it looks
+    # again (the list may lag) and finds it; were the second create refused, the chunk
+    # would stay open (``fresh`` in _make_batch).
     calls: list[str] = []
     made, listed = BatchesStandIn.create, BatchesStandIn.list_batches
 
@@ -614,14 +650,16 @@ def test_a_refusal_after_a_create_that_may_have_made_the_batch_leaves_the_chunk_
     monkeypatch.setattr(BatchesStandIn, "list_batches", list_batches)
     src, cp = reviews(tmp_path, n=10), tmp_path / "out.jsonl"
     with LLMServerThread(LLMServerOptions(batch_seconds=0.1)) as server:
-        failed = classify(server, src, cp, *BATCH_API, "--chunk-requests", "5")
-        assert failed.returncode != 0 and "refused" in failed.stderr, failed.stderr
         done = classify(server, src, cp, *BATCH_API, "--chunk-requests", "5")
         stats = server.server.snapshot()
     assert done.returncode == 0, done.stderr
-    assert "found at the provider" in done.stderr
+    assert "found at the provider" in done.stderr and calls.count("create") == 1
     assert stats["items_paid_twice"] == 0 and stats["batches_created"] == 1
     assert len(answers(cp)) == 10
+    ledger = Ledger(ledger_path(cp))
+    ledger.open()
+    ledger.close()
+    assert [c.ended for c in ledger.chunks.values()] == ["completed"]
 
 
 def test_after_a_refused_batch_the_next_batch_api_run_asks_its_items_again(

@@ -99,6 +99,9 @@ class BatchApiOptions:
     api_key: str = ""  # the provider's, when not the classifier's (ANTHROPIC_API_KEY)
 
 
+LIST_SETTLES = 30.0  # seconds a provider's batch list may lag behind a batch just made
+
+
 def custom_id(job_id: str, ids: Sequence[str]) -> str:
     """A request's ``custom_id``: the job's id and a hash of its items' ids."""
     return f"{job_id}-{hashlib.sha256(chr(10).join(ids).encode()).hexdigest()[:24]}"
@@ -461,7 +464,8 @@ class BatchApiRunner(BatchRunner):
         job = ledger.job_id
         metadata = {"crashsafe_job": job, "crashsafe_chunk": chunk.name}
         ids = [custom_id(job, group) for group in chunk.groups]  # as asked: its intent
-        for attempt in range(8):
+        lost_at: float | None = None  # when a create's answer was lost (it may be made)
+        for attempt in range(12):
             looked: str | Pending | None = None
             if chunk.run != self._run_id or chunk.name in self._looked:
                 known = {c.batch_id for c in ledger.chunks.values() if c.batch_id}
@@ -478,6 +482,11 @@ class BatchApiRunner(BatchRunner):
             if looked is not None:
                 batch = looked
                 how = "found at the provider (made by a run stopped before it wrote the id)"
+            elif lost_at is not None and time.monotonic() - lost_at < LIST_SETTLES:
+                # A provider's list may show a batch a moment after it is made: look again
+                # before making it twice.
+                await asyncio.sleep(min(60.0, 2.0**attempt) * random.uniform(0.5, 1.5))
+                continue
             else:
                 # Never made before, if this run wrote its intent and never tried to make
                 # it (a refusal of this create then proves there is no batch of it).
@@ -488,6 +497,7 @@ class BatchApiRunner(BatchRunner):
                 try:
                     batch = await self.provider.create(chunk.file_id, requests, metadata)
                 except MaybeMade as exc:
+                    lost_at = time.monotonic() if lost_at is None else lost_at
                     delay = min(60.0, 2.0**attempt) * random.uniform(0.5, 1.5)
                     self.echo(f"{exc}; looking for it before making it again, in "
                               f"{delay:.1f} s")  # fmt: skip
@@ -505,7 +515,7 @@ class BatchApiRunner(BatchRunner):
                       f"({plural(self._sent(chunk), 'request')}, batch {batch})")  # fmt: skip
             return
         raise EndpointError(f"{self.provider.name}: could not make a batch for chunk "
-                            f"{chunk.name} in 8 tries: run the same command again")  # fmt: skip
+                            f"{chunk.name} in 12 tries: run the same command again")  # fmt: skip
 
     async def _collect(
         self, ledger: Ledger, chunk: Chunk, state: BatchState
