@@ -36,7 +36,11 @@ class OffsiteRedirectSpider(scrapy.Spider):
             yield response.follow("/bomb")  # 200 KB once gunzipped
             yield response.follow("/doc.pdf", errback=self.failed)  # skipped on purpose
             yield response.follow("/broken-mw")  # a middleware raises
+            yield response.follow("/e500", errback=self.on_500)  # HttpError to the errback
             yield from response.follow_all(["http://other.example/x"] * 2)  # offsite links
 
     def failed(self, failure):
         self.logger.warning("errback saw %r", failure.value)
+
+    def on_500(self, failure):
+        yield {"sku": "e500-errback"}

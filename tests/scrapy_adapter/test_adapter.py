@@ -313,6 +313,8 @@ def test_requests_scrapy_ends_without_telling_end_their_pages(db_url: str, tmp_p
             return web.Response(body=body, headers={"Content-Encoding": "gzip"})
         if request.path == "/doc.pdf":
             return web.Response(body=b"%PDF-1.4", content_type="application/pdf")
+        if request.path == "/e500":
+            return web.Response(text="<p>down</p>", status=500, content_type="text/html")
         return web.Response(text="<p>here</p>", content_type="text/html")
 
     app = web.Application()
@@ -328,7 +330,7 @@ def test_requests_scrapy_ends_without_telling_end_their_pages(db_url: str, tmp_p
     for done in runs:
         assert done.returncode == 0, done.stderr
         assert "'finish_reason': 'finished'" in done.stderr
-    assert set(stored(db_url)) == {"start", "here"}
+    assert set(stored(db_url)) == {"start", "here", "e500-errback"}
     with sqlite3.connect(db_url.removeprefix("sqlite:///")) as db:
         query = "SELECT url, state, last_error, http_status FROM frontier"
         rows = {url.split("#")[0].rsplit("/", 1)[1]: rest for url, *rest in db.execute(query)}
@@ -342,6 +344,9 @@ def test_requests_scrapy_ends_without_telling_end_their_pages(db_url: str, tmp_p
     assert rows["loop"] == ["failed", "IgnoreRequest: max redirections reached", None]
     assert rows["bomb"][0] == "failed" and "exceeded DOWNLOAD_MAXSIZE" in rows["bomb"][1]
     assert rows["doc.pdf"] == ["done", "ignored: not HTML", None]
+    # a 500 whose errback yields: done with what it yields, its error kept (a recrawl
+    # keeps the page's listing: not a parse of it)
+    assert rows["e500"] == ["done", "HTTP 500", 500]
     assert rows["broken-mw"] == ["failed", "ValueError: the middleware's own bug", None]
     assert runs[0].stderr.count("errback saw IgnoreRequest('not HTML')") == 1
     assert LOST not in runs[0].stderr  # each said at once, not once Scrapy ran dry

@@ -41,6 +41,8 @@ class Settles:
     def __init__(self, frontier: Frontier, wrapped: Callable[..., Any] | None) -> None:
         self.frontier = frontier
         self.wrapped = wrapped
+        self.__wrapped__ = wrapped  # (what inspect and functools look for)
+        self.__name__ = getattr(wrapped, "__name__", "crashsafe_settles")
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Settles:
         return self  # (a request copied whole shares it: the frontier is not to be copied)
@@ -49,8 +51,12 @@ class Settles:
         frontier = self.frontier
         request = getattr(failure, "request", None)
         lease = frontier.lease_of(request) if request is not None else None
+        if lease is not None and lease.grant_id in frontier.answered:
+            # An answer the spider middlewares refused (HttpErrorMiddleware: a 500) goes to
+            # the errback, its output committed as the page's: not a parse of the page.
+            frontier.errbacked.add(lease.grant_id)
         # (held and not answered: no middleware of crashsafe's saw how the request ended)
-        if lease is not None and lease.grant_id not in frontier.answered:
+        elif lease is not None:
             exc = failure.value
             if isinstance(exc, IgnoreRequest) and not _scrapy_gave_up(failure):
                 frontier.commit(PageOutcome(lease, "skipped", error=f"ignored: {exc}"))

@@ -103,6 +103,9 @@ class Frontier:
         # leases whose page's answer has reached the spider (its middleware says so): a
         # request with the lease in its meta made since is not the page's retry/redirect
         self.answered: set[int] = set()
+        # Leases whose answer went to the errback (a status the spider refused): what it
+        # yields is committed with the page, not as a parse of it (listings kept).
+        self.errbacked: set[int] = set()
         self.pending: dict[int, Pending] = {}  # grant id -> output waiting for pipelines
         self._renewal: task.LoopingCall | None = None
         #: called after a group commit (the scheduler claims at once and wakes the engine,
@@ -163,6 +166,7 @@ class Frontier:
                 self.store.release(self.crawl_name, [(x, True) for x in self.leases.values()])
                 self.leases.clear()
                 self.answered.clear()
+                self.errbacked.clear()
             # A complete pass (nothing pending or leased; else this does nothing): the
             # records of pages fetched again that no page yielded are gone.
             self.store.finish_pass(self.crawl_name)
@@ -262,6 +266,7 @@ class Frontier:
         """``lease`` is no longer in flight here (committed or given back)."""
         self.leases.pop(lease.grant_id, None)
         self.answered.discard(lease.grant_id)
+        self.errbacked.discard(lease.grant_id)
 
     def release(self, lease: Lease) -> None:
         """Give ``lease`` back (fetched: an attempt), its page to be fetched again."""

@@ -119,6 +119,8 @@ class CrashsafeSpiderMiddleware:
             return []
         kind: Outcome = "done" if 200 <= status < 400 or status in GONE or output else "failed"
         error = None if kind == "done" else f"HTTP {status}"
+        if lease.grant_id in frontier.errbacked and status not in GONE:
+            error = f"HTTP {status}"  # (an errback's output: the page's listing is kept)
         outcome = PageOutcome(lease, kind, status, error, links=links, links_offsite=offsite)
         pending = Pending(outcome, len(items))
         frontier.pending[lease.grant_id] = pending

@@ -69,6 +69,7 @@ class CrashsafeScheduler(BaseScheduler):
         self._open_until = 0.0  # due() said open work remains, until then
         self._empty_until = 0.0  # the last claim found nothing due: not before then
         self._idle = False  # the last claim found nothing
+        self._waking: Any = None  # the timer that has the engine ask again (_wake_up)
         self.spider: Spider | None = None
         self._broken: str | None = None  # the frontier could not open: why
         # Requests of leased pages announced by request_scheduled and not (yet) enqueued:
@@ -112,6 +113,8 @@ class CrashsafeScheduler(BaseScheduler):
             deferred_from_coro(engine.close_spider_async(reason=self._broken))
 
     def close(self, reason: str) -> None:
+        if self._waking is not None and self._waking.active():
+            self._waking.cancel()
         if self._ready and self.frontier.store is not None:  # leased, never sent
             self.frontier.store.release(self.frontier.crawl_name, [(x, False) for x in self._ready])
             self._ready.clear()
@@ -205,16 +208,31 @@ class CrashsafeScheduler(BaseScheduler):
         ran on another thread meanwhile). The wake-up is Scrapy's own ``nextcall``, a
         private name: without it, the heartbeat still comes."""
         self._empty_until = 0.0
-        self._wake_up(0.0)
+        nextcall = self._nextcall()
+        if nextcall is not None:
+            nextcall.schedule()
+
+    def _nextcall(self) -> Any:
+        slot = getattr(getattr(self.crawler, "engine", None), "_slot", None)
+        return getattr(slot, "nextcall", None)
 
     def _wake_up(self, at: float) -> None:
         """Have the engine ask for work again at ``at`` (monotonic): after a ``None`` it
         asks only when a download ends or at its 5 s heartbeat, and a worker whose claim
-        found nothing (other workers hold the leases) may have none under way."""
-        slot = getattr(getattr(self.crawler, "engine", None), "_slot", None)
-        nextcall = getattr(slot, "nextcall", None)
-        if nextcall is not None:
-            nextcall.schedule(max(0.0, at - time.monotonic()))
+        found nothing (other workers hold the leases) may have none under way. A timer of
+        its own: ``nextcall.schedule(delay)`` would hold back every wake-up meant for now
+        (a commit's, a download's) until then."""
+        if self._waking is not None and self._waking.active():
+            return
+        from twisted.internet import reactor
+
+        def wake() -> None:
+            nextcall = self._nextcall()
+            if nextcall is not None:
+                nextcall.schedule()
+
+        delay = max(0.0, at - time.monotonic())
+        self._waking = cast(Any, reactor).callLater(delay, wake)
 
     def next_request(self) -> Request | None:
         if self._broken is not None:
