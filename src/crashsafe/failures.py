@@ -125,12 +125,21 @@ class ErrorGroup:
     failures: tuple[FailedUrl, ...]
 
 
-@functools.lru_cache(maxsize=4096)
 def _short_and_key(error: str | None) -> tuple[str, str]:
     """(its short form, its key): a dead letter repeats a few errors many times, and
-    reading one costs a quarter of a millisecond."""
+    reading one costs a quarter of a millisecond (remembered for errors of up to 4 KB:
+    tracebacks kept whole would hold megabytes)."""
+    if error is not None and len(error) > 4096:
+        return _read(error)
+    return _remembered(error)
+
+
+def _read(error: str | None) -> tuple[str, str]:
     short = short_error(error)
     return short, error_pattern(short)
+
+
+_remembered = functools.lru_cache(maxsize=4096)(_read)
 
 
 def group_failures(rows: Sequence[FailedUrl]) -> list[ErrorGroup]:

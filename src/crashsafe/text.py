@@ -10,7 +10,7 @@ from typing import Any
 # reorder what a terminal shows (CVE-2021-42574, "Trojan Source").
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 # A credential in an Authorization value: "Bearer abc...", "Basic dXNlcjpwYXNz".
-_BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;]{4,}")
+_BEARER = re.compile(r"(?i)\b(bearer\s+)(?=[^\s\"',;]*[\d._~+/=-])[^\s\"',;]{12,}")
 _BASIC = re.compile(r"(?i)\b(basic\s+)([A-Za-z0-9+/]{6,}={0,2})")
 # OWASP CSV injection: a cell starting with one of these is read as a formula.
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -34,7 +34,13 @@ def without_secrets(text: str, secrets: Iterable[str]) -> str:
     """``text`` with each of ``secrets`` (of 4 characters or more) and any bearer or basic
     credential replaced by ``[redacted]``: an error body may echo the request's
     ``Authorization`` header, its cookies, and ends up in the dead letter."""
-    for secret in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
+    from urllib.parse import quote
+
+    # (as sent, and as a site may echo it: JSON with "/" escaped, percent-encoded)
+    forms = {
+        f for s in secrets if len(s) >= 4 for f in (s, s.replace("/", "\\/"), quote(s, safe=""))
+    }
+    for secret in sorted(forms, key=len, reverse=True):
         text = text.replace(secret, "[redacted]")
     text = _BEARER.sub(r"\1[redacted]", text)
     return _BASIC.sub(lambda m: m[1] + "[redacted]" if _user_pass(m[2]) else m[0], text)
@@ -58,8 +64,10 @@ def shown_endpoint(url: str) -> str:
     """A webhook URL as the console, ``/metrics`` and ``deliver`` show it: its user's
     password, every query value and each path segment that looks like a key (16
     characters or more, or 8 with letters and digits: Slack's and Discord's webhook URLs
-    carry their secret in the path) shown as ``***``. Enough to tell endpoints apart,
-    nothing a dashboard's reader could call them with."""
+    carry their secret in the path) shown as ``***``, and then a short hash of the whole
+    URL: enough to tell endpoints apart, nothing a dashboard's reader could call them
+    with."""
+    import hashlib
     from urllib.parse import urlsplit, urlunsplit
 
     from crashsafe.store import masked
@@ -70,4 +78,7 @@ def shown_endpoint(url: str) -> str:
         f"{name}=***" if sep else name
         for name, sep, _ in (p.partition("=") for p in parts.query.split("&") if p)
     )
-    return urlunsplit((parts.scheme, parts.netloc, path, query, ""))
+    shown = urlunsplit((parts.scheme, parts.netloc, path, query, ""))
+    if shown != url:  # two endpoints masked alike stay apart (a Prometheus label each)
+        shown += "#" + hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()[:6]
+    return shown

@@ -166,7 +166,7 @@ async def action(request: web.Request) -> web.Response:
         done = await request.app[HUB].act(_run_action(crawl, name, body, actor))
     except ConfigError as exc:
         raise web.HTTPBadRequest(text=str(exc)) from exc
-    await request.app[HUB].latest(fresh=True)
+    request.app[HUB].refresh_soon()  # (not awaited: a large dead letter takes seconds)
     return web.json_response(done)
 
 

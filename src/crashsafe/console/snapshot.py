@@ -142,6 +142,7 @@ class Hub:
         # behind a snapshot reading a large dead letter.
         self._acting = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crashsafe-act")
         self._action_store: Store | None = None
+        self._refreshing: set[asyncio.Future[Any]] = set()  # (kept: tasks are weakly held)
         self._open = open_store
         self.every = every
         self._latest: dict[str, Any] | None = None
@@ -168,6 +169,14 @@ class Hub:
             return fn(self._action_store)  # type: ignore[arg-type]
 
         return await asyncio.get_running_loop().run_in_executor(self._acting, run)
+
+    def refresh_soon(self) -> None:
+        """Take a fresh snapshot in the background (after an action): whoever asks for
+        the state next waits for it (the lock is taken in turn), the action's answer does
+        not."""
+        task = asyncio.ensure_future(self.latest(fresh=True))
+        self._refreshing.add(task)
+        task.add_done_callback(self._refreshing.discard)
 
     async def latest(self, *, fresh: bool = False) -> dict[str, Any]:
         """The snapshot, taken again if it is older than ``every`` (or ``fresh``)."""

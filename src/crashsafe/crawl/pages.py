@@ -103,7 +103,10 @@ def body_excerpt(body: bytes, secrets: Iterable[str] = ()) -> str:
     whitespace collapsed and control characters escaped, so that a 400 can be
     understood from the dead letter (empty for an empty body); ``secrets``, what the
     request sent that is secret, left out (a site may echo its headers)."""
-    text = " ".join(body[: BODY_EXCERPT * 4].decode("utf-8", "replace").split())
+    secrets = list(secrets)
+    # (read past the excerpt by the longest secret: one cut in half is not redacted)
+    longest = 4 * max(map(len, secrets), default=0)
+    text = " ".join(body[: BODY_EXCERPT * 4 + longest].decode("utf-8", "replace").split())
     if not text:
         return ""
     text = without_secrets(text, secrets)
@@ -199,7 +202,8 @@ class PageProcessor:
         ]
         found += [str(v) for v in (request.cookies or {}).values()]
         jar = self.session.cookie_jar.filter_cookies(client_url(request.url))
-        found += [morsel.value for morsel in jar.values()]
+        # (a session's; not "true" or "en-US", which a body holds for other reasons)
+        found += [m.value for m in jar.values() if len(m.value) >= 8]
         parts = urlsplit(request.url)
         if send.auth is not None and (auth := send.auth(parts.hostname or "", parts.port)):
             found.append(auth.partition(" ")[2])  # (basic: base64 of user:password)

@@ -86,7 +86,7 @@ def refuse_hard_links(checkpoint: Path) -> None:
     the chunks still at the provider."""
     try:
         links = os.stat(checkpoint).st_nlink
-    except FileNotFoundError:
+    except OSError:  # (not there yet; what else is wrong with it is said when it opens)
         return
     if links > 1:
         raise ConfigError(
