@@ -10,7 +10,7 @@ from typing import Any
 # reorder what a terminal shows (CVE-2021-42574, "Trojan Source").
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 # A credential in an Authorization value: "Bearer abc...", "Basic dXNlcjpwYXNz".
-_BEARER = re.compile(r"(?i)\b(bearer\s+)(?=[^\s\"',;]*[\d._~+/=-])[^\s\"',;]{12,}")
+_BEARER = re.compile(r"(?i)\b(bearer\s+)(?=[^\s\"',;]*[\d._~+/=-])[^\s\"',;]{8,}")
 _BASIC = re.compile(r"(?i)\b(basic\s+)([A-Za-z0-9+/]{6,}={0,2})")
 # OWASP CSV injection: a cell starting with one of these is read as a formula.
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
