@@ -4,6 +4,7 @@ Counted while the crawl stands paused, they agree with the site and with the sto
 from __future__ import annotations
 
 import socket
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 
@@ -52,6 +53,15 @@ def test_each_worker_counts_its_requests_and_commits(
         assert done == status(db_url)["done"]
         commits = one['crashsafe_commit_seconds_count{crawl="demo-shop"}']
         assert commits > 0 and one['crashsafe_commit_seconds_sum{crawl="demo-shop"}'] > 0
+        # only to requests addressed to it (a page elsewhere, through DNS rebinding: 421)
+        rebound = urllib.request.Request(
+            f"http://127.0.0.1:{port}/metrics", headers={"Host": f"attacker.example:{port}"}
+        )
+        try:
+            urllib.request.urlopen(rebound, timeout=10)
+            raise AssertionError("answered a request addressed to another name")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 421
         assert run_cli("resume", "--db", db_url).returncode == 0
         _, err = crawl.communicate(timeout=120)
         assert crawl.returncode == 0, err

@@ -12,8 +12,9 @@ its commits take.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -36,8 +37,33 @@ class WorkerMetrics:
         )  # fmt: skip
 
     def serve(self, port: int) -> None:
-        """Serve ``/metrics`` on 127.0.0.1:``port`` from a daemon thread."""
-        start_http_server(port, addr="127.0.0.1", registry=self.registry)
+        """Serve ``/metrics`` on 127.0.0.1:``port`` from a daemon thread, to requests
+        addressed to it there: a web page elsewhere cannot read it through a name that
+        points at 127.0.0.1 (DNS rebinding), as with the console."""
+        import threading
+        from socketserver import ThreadingMixIn
+        from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+        from prometheus_client import make_wsgi_app
+
+        app = make_wsgi_app(self.registry)
+        hosts = {f"127.0.0.1:{port}", f"localhost:{port}"}
+
+        def guarded(environ: dict[str, Any], start_response: Any) -> Any:
+            if environ.get("HTTP_HOST", "") not in hosts:
+                start_response("421 Misdirected Request", [("Content-Type", "text/plain")])
+                return [b"this endpoint answers on its own address only\n"]
+            return app(environ, start_response)
+
+        class Server(ThreadingMixIn, WSGIServer):
+            daemon_threads = True
+
+        class Quiet(WSGIRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        server = make_server("127.0.0.1", port, guarded, Server, Quiet)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
 
     def requested(self, status: int | None) -> None:
         status_class = f"{status // 100}xx" if status else "error"
