@@ -485,7 +485,10 @@ class BatchApiRunner(BatchRunner):
             elif lost_at is not None and time.monotonic() - lost_at < LIST_SETTLES:
                 # A provider's list may show a batch a moment after it is made: look again
                 # before making it twice.
-                await asyncio.sleep(min(60.0, 2.0**attempt) * random.uniform(0.5, 1.5))
+                delay = min(60.0, 2.0**attempt) * random.uniform(0.5, 1.5)
+                self.echo(f"batch-api: chunk {chunk.name}: not in the provider's list yet "
+                          f"(it may lag); looking again in {delay:.1f} s")  # fmt: skip
+                await asyncio.sleep(delay)
                 continue
             else:
                 # Never made before, if this run wrote its intent and never tried to make
