@@ -196,7 +196,7 @@ class PageProcessor:
         send = self.sends.send(request)
         found = [
             value
-            for headers in (dict(s.default_headers), request.headers or {}, send.headers or {})
+            for headers in (dict(s.default_headers), request.headers or {})
             for name, value in headers.items()
             if is_secret_header(name, s.secret_headers)
         ]

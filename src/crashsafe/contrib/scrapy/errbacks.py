@@ -78,11 +78,10 @@ def _scrapy_gave_up(failure: Failure) -> bool:
     exception (read from its frames: the innermost one raised it)."""
     frames = getattr(failure, "frames", None) or []
     if frames:
-        return str(frames[-1][1]).replace("\\", "/").endswith(GAVE_UP)
-    tb = getattr(failure.value, "__traceback__", None)
-    last = None
-    while tb is not None:
-        last, tb = tb, tb.tb_next
-    return last is not None and last.tb_frame.f_code.co_filename.replace("\\", "/").endswith(
-        GAVE_UP
-    )
+        where = str(frames[-1][1])
+    else:  # (a failure without its frames: the exception's own traceback)
+        tb = getattr(failure.value, "__traceback__", None)
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        where = "" if tb is None else tb.tb_frame.f_code.co_filename
+    return where.replace("\\", "/").endswith(GAVE_UP)
