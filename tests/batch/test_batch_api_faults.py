@@ -581,36 +581,46 @@ def test_a_batch_the_provider_refuses_ends_its_chunk_and_the_job_goes_on(tmp_pat
     assert [c.ended for c in chunks.chunks.values()] == ["refused"]
 
 
-def test_a_batch_the_list_shows_late_after_a_lost_answer_is_not_made_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A create whose answer was lost made the batch; the list shows it only from the
-    # third look on. One look, a second later, then a second batch: paid twice (a review).
+def lose_the_first_create(monkeypatch: pytest.MonkeyPatch, hidden_looks: int) -> list[str]:
+    """The stand-in makes the first batch but its answer is lost; its list shows nothing
+    for the first ``hidden_looks`` looks; any later create is refused (a 400). The calls
+    made, in order ("create", "list")."""
+    from aiohttp import web
+
     made, listed = BatchesStandIn.create, BatchesStandIn.list_batches
-    looks: list[int] = []
+    calls: list[str] = []
 
     async def create(self: Any, request: Any) -> Any:
+        calls.append("create")
+        if calls.count("create") > 1:
+            return web.json_response({"error": {"message": "refused"}}, status=400)
         answer = await made(self, request)
-        if len(self.batches) == 1:
-            request.transport.abort()  # the first batch is made, its answer lost
+        request.transport.abort()  # the first batch is made, its answer lost
         return answer
 
     async def list_batches(self: Any, request: Any) -> Any:
-        looks.append(1)
-        if len(looks) <= 2:
-            from aiohttp import web
-
+        calls.append("list")
+        if calls.count("list") <= hidden_looks:
             return web.json_response({"object": "list", "data": [], "has_more": False})
         return await listed(self, request)
 
     monkeypatch.setattr(BatchesStandIn, "create", create)
     monkeypatch.setattr(BatchesStandIn, "list_batches", list_batches)
+    return calls
+
+
+def test_a_batch_the_list_shows_late_after_a_lost_answer_is_not_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A create whose answer was lost made the batch; the list shows it only from the
+    # third look on. One look, a second later, then a second batch: paid twice (a review).
+    calls = lose_the_first_create(monkeypatch, hidden_looks=2)
     src, cp = reviews(tmp_path, n=10), tmp_path / "out.jsonl"
     with LLMServerThread(LLMServerOptions(batch_seconds=0.1)) as server:
         done = classify(server, src, cp, *BATCH_API, "--chunk-requests", "5")
         stats = server.server.snapshot()
     assert done.returncode == 0, done.stderr
-    assert len(looks) >= 3 and "found at the provider" in done.stderr
+    assert calls.count("list") >= 3 and "found at the provider" in done.stderr
     assert stats["batches_created"] == 1 and stats["items_paid_twice"] == 0
     assert len(answers(cp)) == 10
 
@@ -623,31 +633,7 @@ def test_a_create_that_may_have_made_the_batch_is_never_followed_by_a_refused_en
     # refused, and the next run made its batch again (paid twice: a review). Now it looks
     # again (the list may lag) and finds it; were the second create refused, the chunk
     # would stay open (``fresh`` in _make_batch).
-    calls: list[str] = []
-    made, listed = BatchesStandIn.create, BatchesStandIn.list_batches
-
-    async def create(self: Any, request: Any) -> Any:
-        calls.append("create")
-        if len(calls) == 1:
-            answer = await made(self, request)
-            request.transport.abort()
-            return answer
-        if len(calls) == 3:  # (the second create: calls are create, list, create)
-            from aiohttp import web
-
-            return web.json_response({"error": {"message": "refused"}}, status=400)
-        return await made(self, request)
-
-    async def list_batches(self: Any, request: Any) -> Any:
-        calls.append("list")
-        if len(calls) == 2:  # the first look, right after the lost answer: not there yet
-            from aiohttp import web
-
-            return web.json_response({"object": "list", "data": [], "has_more": False})
-        return await listed(self, request)
-
-    monkeypatch.setattr(BatchesStandIn, "create", create)
-    monkeypatch.setattr(BatchesStandIn, "list_batches", list_batches)
+    calls = lose_the_first_create(monkeypatch, hidden_looks=1)
     src, cp = reviews(tmp_path, n=10), tmp_path / "out.jsonl"
     with LLMServerThread(LLMServerOptions(batch_seconds=0.1)) as server:
         done = classify(server, src, cp, *BATCH_API, "--chunk-requests", "5")
