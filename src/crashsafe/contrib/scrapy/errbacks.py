@@ -47,6 +47,11 @@ class Settles:
     def __deepcopy__(self, memo: dict[int, Any]) -> Settles:
         return self  # (a request copied whole shares it: the frontier is not to be copied)
 
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        # A request pickled (as a spider may) keeps the spider's errback only: the
+        # frontier holds locks and timers, and its lease means nothing elsewhere.
+        return original, (self.wrapped,)
+
     def __call__(self, failure: Failure) -> Any:
         frontier = self.frontier
         request = getattr(failure, "request", None)
